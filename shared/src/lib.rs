@@ -1,0 +1,11 @@
+//! `personkit-shared` is the plain-Rust core that both the relay and the browser extension use: the wire format
+//! (v1), the one function that computes a turn's content hash, the one function that derives a thread id, and the
+//! validation rules that every client and the relay apply to an observation.
+//!
+//! It is not a server and not a browser binding: no tokio, no SQL, no JS types. It must build for
+//! `wasm32-unknown-unknown` (`cargo check -p personkit-shared --target wasm32-unknown-unknown` runs in CI).
+
+pub mod ids;
+pub mod wire;
+
+pub use ids::{content_hash, message_id, thread_id};
