@@ -6,6 +6,9 @@
 //! uses its own surface, so the cases do not see each other. The two corpora are then compared through the CLI
 //! (`corpus messages --surface <s> --json`) as a canonical dump of (id, thread, role, content_hash, is_current).
 //!
+//! A second property runs the same check in-process (`personkit_relay::ingest::ingest_batch` on corpora made by
+//! `personkit_relay::db::open`), with more cases and a wider dump (revision, position, times, threads).
+//!
 //! Generated turns have unique contents except for deliberate exact replays, and may share a position (ordinal or
 //! message key) with other turns of their thread, so revisions and `is_current` are exercised; capture times are
 //! drawn from a small set so that ties happen.
@@ -35,6 +38,8 @@ struct GenTurn {
     role: Role,
     pos: Pos,
     minute: u8,
+    /// Write the capture time with a +01:00 offset instead of Z (the same instant).
+    offset: bool,
 }
 
 fn gen_turn() -> impl Strategy<Value = GenTurn> {
@@ -49,11 +54,14 @@ fn gen_turn() -> impl Strategy<Value = GenTurn> {
         (0u32..4).prop_map(Pos::Ordinal),
         (0u8..3).prop_map(Pos::Key),
     ];
-    (0u8..3, role, pos, 0u8..4).prop_map(|(conv, role, pos, minute)| GenTurn {
-        conv,
-        role,
-        pos,
-        minute,
+    (0u8..3, role, pos, 0u8..4, any::<bool>()).prop_map(|(conv, role, pos, minute, offset)| {
+        GenTurn {
+            conv,
+            role,
+            pos,
+            minute,
+            offset,
+        }
     })
 }
 
@@ -99,7 +107,11 @@ fn items_for(surface: &str, turns: &[GenTurn]) -> Vec<Value> {
                 &format!("turn number {i} of this case"),
                 ordinal,
                 key.as_deref(),
-                &format!("2026-11-21T10:0{}:00Z", t.minute),
+                &if t.offset {
+                    format!("2026-11-21T11:0{}:00+01:00", t.minute)
+                } else {
+                    format!("2026-11-21T10:0{}:00Z", t.minute)
+                },
             )
         })
         .collect()
@@ -194,5 +206,92 @@ proptest! {
                 }
             }
         });
+    }
+}
+
+/// Every column of messages and threads that must not depend on arrival order (everything except `pk`,
+/// `received_at`, `origin_seq`, `origin_device` and provenance).
+fn db_dump(conn: &rusqlite::Connection) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut st = conn
+        .prepare(
+            "SELECT id, thread_id, role, content, content_hash, message_key, ordinal, position_key, revision,
+                    is_current, occurred_at, captured_at
+             FROM messages ORDER BY id",
+        )
+        .unwrap();
+    let rows = st
+        .query_map([], |r| {
+            let mut cols = Vec::new();
+            for i in 0..12 {
+                let v: rusqlite::types::Value = r.get(i)?;
+                cols.push(format!("{v:?}"));
+            }
+            Ok(format!("message {}", cols.join(" | ")))
+        })
+        .unwrap();
+    out.extend(rows.map(Result::unwrap));
+    let mut st = conn
+        .prepare(
+            "SELECT id, surface, conversation_id, title, url, first_seen_at, last_seen_at FROM threads ORDER BY id",
+        )
+        .unwrap();
+    let rows = st
+        .query_map([], |r| {
+            let mut cols = Vec::new();
+            for i in 0..7 {
+                let v: rusqlite::types::Value = r.get(i)?;
+                cols.push(format!("{v:?}"));
+            }
+            Ok(format!("thread {}", cols.join(" | ")))
+        })
+        .unwrap();
+    out.extend(rows.map(Result::unwrap));
+    let fts: i64 = conn
+        .query_row("SELECT count(*) FROM messages_fts", [], |r| r.get(0))
+        .unwrap();
+    let obs: i64 = conn
+        .query_row("SELECT count(*) FROM persona_observations", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    out.push(format!("fts rows {fts}, persona observations {obs}"));
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 32,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/ingest_props.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn in_process_any_replay_reorder_or_split_yields_the_same_corpus(
+        turns in prop::collection::vec(gen_turn(), 1..24),
+        seed in any::<u64>(),
+    ) {
+        use personkit_relay::ingest::{Origin, ingest_batch};
+        let (dir, _) = temp_db();
+        let mut a = personkit_relay::db::open(&dir.path().join("a.db")).unwrap();
+        let mut b = personkit_relay::db::open(&dir.path().join("b.db")).unwrap();
+        let origin = Origin { device_id: "prop-device".into() };
+        let now = time::OffsetDateTime::now_utc();
+        let items = items_for("import:prop", &turns);
+
+        let ra = ingest_batch(&mut a, &origin, &items, now).unwrap();
+        prop_assert_eq!(ra.stored, items.len());
+        let mut b_stored = 0;
+        for chunk in schedule(items.len(), seed) {
+            let chunk: Vec<Value> = chunk.iter().map(|&i| items[i].clone()).collect();
+            let rb = ingest_batch(&mut b, &origin, &chunk, now).unwrap();
+            prop_assert_eq!(rb.rejected, 0);
+            b_stored += rb.stored;
+        }
+        prop_assert_eq!(b_stored, items.len());
+        let (da, db) = (db_dump(&a), db_dump(&b));
+        prop_assert_eq!(da, db);
     }
 }
