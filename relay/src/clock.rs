@@ -50,8 +50,10 @@ impl Clock {
 /// text order is time order.
 pub fn fmt_time(t: OffsetDateTime) -> String {
     let t = t.to_offset(UtcOffset::UTC);
-    let fmt = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
-    t.format(fmt).unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".to_owned())
+    let fmt =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    t.format(fmt)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".to_owned())
 }
 
 /// Parse an RFC 3339 time as the wire format allows it (`T`/`t`/space separator, `Z`/`z` or an offset).
@@ -97,7 +99,10 @@ mod tests {
 
     #[test]
     fn stored_form_is_fixed_width_utc() {
-        assert_eq!(fmt_time(datetime!(2026-11-22 10:00:00 UTC)), "2026-11-22T10:00:00.000Z");
+        assert_eq!(
+            fmt_time(datetime!(2026-11-22 10:00:00 UTC)),
+            "2026-11-22T10:00:00.000Z"
+        );
         assert_eq!(
             fmt_time(datetime!(2026-11-22 10:00:00.123456 +01:00)),
             "2026-11-22T09:00:00.123Z"

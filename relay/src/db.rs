@@ -33,7 +33,9 @@ pub enum DbError {
         name: &'static str,
         source: rusqlite::Error,
     },
-    #[error("the corpus has schema version {found} but this personkit knows only up to {supported}")]
+    #[error(
+        "the corpus has schema version {found} but this personkit knows only up to {supported}"
+    )]
     TooNew { found: u32, supported: u32 },
     #[error("the corpus connection is poisoned by an earlier panic")]
     Poisoned,
@@ -104,7 +106,11 @@ fn open_reader(path: &Path) -> Result<Connection, DbError> {
 
 /// This corpus's own origin id (a random UUID made when the corpus was created).
 pub fn relay_id(conn: &Connection) -> Result<String, DbError> {
-    Ok(conn.query_row("SELECT value FROM relay_meta WHERE key = 'relay_id'", [], |r| r.get(0))?)
+    Ok(conn.query_row(
+        "SELECT value FROM relay_meta WHERE key = 'relay_id'",
+        [],
+        |r| r.get(0),
+    )?)
 }
 
 fn ensure_relay_id(conn: &Connection) -> Result<(), DbError> {
@@ -120,7 +126,9 @@ pub fn size_on_disk(path: &Path) -> u64 {
     let main = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
-    main + std::fs::metadata(PathBuf::from(wal)).map(|m| m.len()).unwrap_or(0)
+    main + std::fs::metadata(PathBuf::from(wal))
+        .map(|m| m.len())
+        .unwrap_or(0)
 }
 
 /// The connections the server shares: one writer (SQLite allows one at a time anyway) and a pool of readers.
@@ -157,7 +165,10 @@ impl Db {
     }
 
     /// Run `f` on a reader connection (opened on demand, returned to the pool afterwards).
-    pub fn read<T, E: From<DbError>>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E> {
+    pub fn read<T, E: From<DbError>>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
         let pooled = self.readers.lock().map_err(|_| DbError::Poisoned)?.pop();
         let conn = match pooled {
             Some(c) => c,
@@ -183,14 +194,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nested/corpus.db");
         let conn = open(&path).unwrap();
-        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(mode, "wal");
-        let sync: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+        let sync: i64 = conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(sync, 2, "synchronous=FULL");
-        let fk: i64 = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0)).unwrap();
+        let fk: i64 = conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(fk, 1);
-        assert_eq!(migrations::current_version(&conn).unwrap(), migrations::latest_version());
-        let v: String = conn.query_row("SELECT vec_version()", [], |r| r.get(0)).unwrap();
+        assert_eq!(
+            migrations::current_version(&conn).unwrap(),
+            migrations::latest_version()
+        );
+        let v: String = conn
+            .query_row("SELECT vec_version()", [], |r| r.get(0))
+            .unwrap();
         assert!(v.starts_with('v'), "{v}");
         let id1 = relay_id(&conn).unwrap();
         drop(conn);
@@ -205,8 +227,11 @@ mod tests {
         let conn = open(&dir.path().join("c.db")).unwrap();
         let v: Vec<f32> = (0..384).map(|i| i as f32 / 384.0).collect();
         let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
-        conn.execute("INSERT INTO messages_vec_384(rowid, embedding) VALUES (1, ?1)", [bytes.clone()])
-            .unwrap();
+        conn.execute(
+            "INSERT INTO messages_vec_384(rowid, embedding) VALUES (1, ?1)",
+            [bytes.clone()],
+        )
+        .unwrap();
         let (rowid, dist): (i64, f64) = conn
             .query_row(
                 "SELECT rowid, distance FROM messages_vec_384 WHERE embedding MATCH ?1 AND k = 1",
@@ -240,6 +265,9 @@ mod tests {
         let conn = open(&path).unwrap();
         conn.pragma_update(None, "user_version", 999).unwrap();
         drop(conn);
-        assert!(matches!(open(&path), Err(DbError::TooNew { found: 999, .. })));
+        assert!(matches!(
+            open(&path),
+            Err(DbError::TooNew { found: 999, .. })
+        ));
     }
 }

@@ -16,7 +16,8 @@ use std::collections::{HashMap, HashSet};
 
 use personkit_shared::ids;
 use personkit_shared::wire::{
-    ApiError, BatchResponse, Invalid, ItemResult, ItemStatus, Observation, is_valid_surface, parse_observation,
+    ApiError, BatchResponse, Invalid, ItemResult, ItemStatus, Observation, is_valid_surface,
+    parse_observation,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use time::{Duration, OffsetDateTime};
@@ -32,8 +33,12 @@ pub struct Origin {
 
 /// A storage failure during ingest. Nothing of the batch was stored.
 #[derive(Debug, thiserror::Error)]
-#[error("storage failure during ingest: {0}")]
-pub struct StorageError(#[from] pub rusqlite::Error);
+pub enum StorageError {
+    #[error("storage failure during ingest: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Db(#[from] crate::db::DbError),
+}
 
 /// Days of per-item rejections kept in `ingest_errors`.
 const ERROR_RETENTION_DAYS: i64 = 7;
@@ -91,7 +96,10 @@ pub fn ingest_batch(
         .enumerate()
         .map(|(i, r)| {
             r.unwrap_or_else(|| {
-                rejected(i, ApiError::new("internal", "item was not processed", "resend the item"))
+                rejected(
+                    i,
+                    ApiError::new("internal", "item was not processed", "resend the item"),
+                )
             })
         })
         .collect();
@@ -169,7 +177,11 @@ struct Writer<'a> {
 }
 
 impl<'a> Writer<'a> {
-    fn new(tx: &'a Transaction<'a>, origin: &'a Origin, now: &'a str) -> Result<Self, StorageError> {
+    fn new(
+        tx: &'a Transaction<'a>,
+        origin: &'a Origin,
+        now: &'a str,
+    ) -> Result<Self, StorageError> {
         let last_seq: i64 = tx
             .query_row(
                 "SELECT last_seq FROM origin_seqs WHERE origin = ?1",
@@ -403,6 +415,9 @@ impl<'a> Writer<'a> {
                 )?
                 .execute(params![surface, self.now, *n as i64])?;
         }
+        self.tx
+            .prepare_cached("UPDATE devices SET last_seen_at = ?2 WHERE id = ?1")?
+            .execute(params![self.origin.device_id, self.now])?;
         if self.last_seq != self.start_seq {
             self.tx
                 .prepare_cached(

@@ -1,5 +1,5 @@
-//! `personkit`: the relay server and its CLI (skeleton; the relay issue fills it in).
+//! `personkit`: the relay server and its CLI. All logic lives in the `personkit_relay` library.
 
-fn main() -> anyhow::Result<()> {
-    Ok(())
+fn main() -> std::process::ExitCode {
+    personkit_relay::cli::main()
 }

@@ -53,10 +53,11 @@ pub fn apply(conn: &mut Connection) -> Result<u32, DbError> {
             version = now;
             continue;
         }
-        tx.execute_batch(m.sql).map_err(|source| DbError::Migration {
-            name: m.name,
-            source,
-        })?;
+        tx.execute_batch(m.sql)
+            .map_err(|source| DbError::Migration {
+                name: m.name,
+                source,
+            })?;
         tx.pragma_update(None, "user_version", m.version)?;
         tx.commit()?;
         tracing::info!(migration = m.name, "applied migration");
@@ -73,7 +74,11 @@ mod tests {
     fn versions_are_dense_and_ordered() {
         for (i, m) in MIGRATIONS.iter().enumerate() {
             assert_eq!(m.version as usize, i + 1, "{}", m.name);
-            assert!(m.name.starts_with(&format!("{:04}_", m.version)), "{}", m.name);
+            assert!(
+                m.name.starts_with(&format!("{:04}_", m.version)),
+                "{}",
+                m.name
+            );
         }
     }
 }

@@ -1,0 +1,274 @@
+//! Read-only views of the corpus for the CLI (`personkit corpus ...`): table counts, per-surface roll-up, recent
+//! messages, and FTS5 BM25 keyword search.
+
+use std::path::Path;
+
+use rusqlite::{Connection, params};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::clock::{fmt_time, parse_time};
+use crate::db::{DbError, size_on_disk};
+use crate::health::{Status, status_for};
+use crate::migrations;
+
+/// Tables counted by `corpus health`, in display order.
+pub const COUNTED_TABLES: &[&str] = &[
+    "threads",
+    "messages",
+    "persona_observations",
+    "events",
+    "entities",
+    "entity_aliases",
+    "relations",
+    "provenance",
+    "embeddings",
+    "messages_vec_384",
+    "messages_vec_768",
+    "events_vec_384",
+    "events_vec_768",
+    "devices",
+    "pairing_codes",
+    "ingest_errors",
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TableCount {
+    pub table: String,
+    pub rows: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EmbeddingModel {
+    pub model_id: String,
+    pub model_version: String,
+    pub dim: u64,
+    pub rows: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CorpusHealth {
+    pub path: String,
+    pub size_bytes: u64,
+    pub schema_version: u32,
+    pub relay_id: String,
+    pub tables: Vec<TableCount>,
+    pub current_messages: u64,
+    /// Messages (all revisions) that have a vector in messages_vec_384 / messages_vec_768.
+    pub messages_embedded_384: u64,
+    pub messages_embedded_768: u64,
+    pub embedding_models: Vec<EmbeddingModel>,
+}
+
+pub fn corpus_health(conn: &Connection, path: &Path) -> Result<CorpusHealth, DbError> {
+    let mut tables = Vec::new();
+    for t in COUNTED_TABLES {
+        let rows: u64 = conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))?;
+        tables.push(TableCount {
+            table: (*t).to_owned(),
+            rows,
+        });
+    }
+    let count = |sql: &str| -> Result<u64, DbError> { Ok(conn.query_row(sql, [], |r| r.get(0))?) };
+    let mut stmt = conn.prepare(
+        "SELECT model_id, model_version, dim, count(*) FROM embeddings
+         GROUP BY model_id, model_version, dim ORDER BY model_id, model_version",
+    )?;
+    let embedding_models = stmt
+        .query_map([], |r| {
+            Ok(EmbeddingModel {
+                model_id: r.get(0)?,
+                model_version: r.get(1)?,
+                dim: r.get(2)?,
+                rows: r.get(3)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CorpusHealth {
+        path: path.display().to_string(),
+        size_bytes: size_on_disk(path),
+        schema_version: migrations::current_version(conn)?,
+        relay_id: crate::db::relay_id(conn)?,
+        tables,
+        current_messages: count("SELECT count(*) FROM messages WHERE is_current = 1")?,
+        messages_embedded_384: count(
+            "SELECT count(*) FROM messages m WHERE EXISTS (SELECT 1 FROM messages_vec_384 v WHERE v.rowid = m.pk)",
+        )?,
+        messages_embedded_768: count(
+            "SELECT count(*) FROM messages m WHERE EXISTS (SELECT 1 FROM messages_vec_768 v WHERE v.rowid = m.pk)",
+        )?,
+        embedding_models,
+    })
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SurfaceSummary {
+    pub surface: String,
+    /// Threads whose last turn was captured within the window.
+    pub threads: u64,
+    /// Messages (all revisions) captured within the window.
+    pub messages: u64,
+    pub last_captured_at: Option<String>,
+    pub last_accepted_at: Option<String>,
+    pub status: Status,
+}
+
+/// Per-surface roll-up of threads active since `since`.
+pub fn surfaces(
+    conn: &Connection,
+    since: OffsetDateTime,
+    now: OffsetDateTime,
+) -> Result<Vec<SurfaceSummary>, DbError> {
+    let since = fmt_time(since);
+    let mut stmt = conn.prepare(
+        "WITH surf AS (SELECT surface FROM threads UNION SELECT surface FROM surface_stats)
+         SELECT surf.surface,
+            (SELECT count(*) FROM threads t WHERE t.surface = surf.surface AND t.last_seen_at >= ?1),
+            (SELECT count(*) FROM messages m JOIN threads t ON t.id = m.thread_id
+              WHERE t.surface = surf.surface AND m.captured_at >= ?1),
+            (SELECT max(t.last_seen_at) FROM threads t WHERE t.surface = surf.surface),
+            s.last_accepted_at, s.last_error_at
+         FROM surf LEFT JOIN surface_stats s ON s.surface = surf.surface
+         ORDER BY surf.surface",
+    )?;
+    let rows = stmt
+        .query_map([since], |r| {
+            let last_accepted_at: Option<String> = r.get(4)?;
+            let last_error_at: Option<String> = r.get(5)?;
+            Ok(SurfaceSummary {
+                surface: r.get(0)?,
+                threads: r.get(1)?,
+                messages: r.get(2)?,
+                last_captured_at: r.get(3)?,
+                status: status_for(
+                    last_accepted_at.as_deref().and_then(parse_time),
+                    last_error_at.as_deref().and_then(parse_time),
+                    now,
+                ),
+                last_accepted_at,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// One message as `corpus messages --json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageRow {
+    pub id: String,
+    pub thread_id: String,
+    pub surface: String,
+    pub role: String,
+    pub content: String,
+    pub content_hash: String,
+    pub message_key: Option<String>,
+    pub ordinal: Option<u32>,
+    pub occurred_at: Option<String>,
+    pub captured_at: String,
+    pub revision: u32,
+    pub is_current: bool,
+}
+
+/// Messages, newest capture first, optionally of one surface and/or one thread.
+pub fn messages(
+    conn: &Connection,
+    surface: Option<&str>,
+    thread: Option<&str>,
+    limit: u32,
+) -> Result<Vec<MessageRow>, DbError> {
+    let mut stmt = conn.prepare(
+        "SELECT m.id, m.thread_id, t.surface, m.role, m.content, m.content_hash, m.message_key, m.ordinal,
+            m.occurred_at, m.captured_at, m.revision, m.is_current
+         FROM messages m JOIN threads t ON t.id = m.thread_id
+         WHERE (?1 IS NULL OR t.surface = ?1) AND (?2 IS NULL OR m.thread_id = ?2)
+         ORDER BY m.captured_at DESC, m.pk DESC LIMIT ?3",
+    )?;
+    let rows = stmt
+        .query_map(params![surface, thread, limit], |r| {
+            Ok(MessageRow {
+                id: r.get(0)?,
+                thread_id: r.get(1)?,
+                surface: r.get(2)?,
+                role: r.get(3)?,
+                content: r.get(4)?,
+                content_hash: r.get(5)?,
+                message_key: r.get(6)?,
+                ordinal: r.get(7)?,
+                occurred_at: r.get(8)?,
+                captured_at: r.get(9)?,
+                revision: r.get(10)?,
+                is_current: r.get(11)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchHit {
+    pub message_id: String,
+    pub thread_id: String,
+    pub surface: String,
+    pub role: String,
+    pub captured_at: String,
+    pub snippet: String,
+    /// FTS5 bm25 (lower is better).
+    pub score: f64,
+}
+
+/// Turn user words into an FTS5 query that matches all of them, with no FTS syntax (every word quoted).
+pub fn fts_query(words: &str) -> Option<String> {
+    let terms: Vec<String> = words
+        .split_whitespace()
+        .map(|w| w.replace('"', "\"\""))
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .map(|w| format!("\"{w}\""))
+        .collect();
+    (!terms.is_empty()).then(|| terms.join(" "))
+}
+
+/// Keyword search over current messages with FTS5 BM25, best first.
+pub fn search(conn: &Connection, words: &str, limit: u32) -> Result<Vec<SearchHit>, DbError> {
+    let Some(query) = fts_query(words) else {
+        return Ok(Vec::new());
+    };
+    let mut stmt = conn.prepare(
+        "SELECT m.id, m.thread_id, t.surface, m.role, m.captured_at,
+            snippet(messages_fts, 0, '[', ']', '…', 16), bm25(messages_fts) AS score
+         FROM messages_fts JOIN messages m ON m.pk = messages_fts.rowid JOIN threads t ON t.id = m.thread_id
+         WHERE messages_fts MATCH ?1 AND m.is_current = 1
+         ORDER BY score LIMIT ?2",
+    )?;
+    let rows = stmt
+        .query_map(params![query, limit], |r| {
+            Ok(SearchHit {
+                message_id: r.get(0)?,
+                thread_id: r.get(1)?,
+                surface: r.get(2)?,
+                role: r.get(3)?,
+                captured_at: r.get(4)?,
+                snippet: r.get(5)?,
+                score: r.get(6)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fts_query_quotes_every_word() {
+        assert_eq!(
+            fts_query("rust  borrow"),
+            Some("\"rust\" \"borrow\"".into())
+        );
+        assert_eq!(
+            fts_query("NOT a\"b OR"),
+            Some("\"NOT\" \"a\"\"b\" \"OR\"".into())
+        );
+        assert_eq!(fts_query("  - * "), None);
+    }
+}

@@ -1,0 +1,156 @@
+//! Capture health per surface: when a turn was last accepted, how many turns and threads arrived in the last
+//! 24 hours, the last error, and a colour — green (last accepted ≤ 5 min ago), yellow (5–60 min), red
+//! otherwise or when the surface's latest event is an error. The extension shows exactly this.
+
+use rusqlite::Connection;
+use serde::{Deserialize, Serialize};
+use time::{Duration, OffsetDateTime};
+
+use crate::clock::{fmt_time, parse_time};
+use crate::db::DbError;
+
+pub const GREEN_WITHIN: Duration = Duration::minutes(5);
+pub const YELLOW_WITHIN: Duration = Duration::minutes(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Green,
+    Yellow,
+    Red,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Green => "green",
+            Status::Yellow => "yellow",
+            Status::Red => "red",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastError {
+    pub code: String,
+    pub message: String,
+    pub at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SurfaceHealth {
+    pub surface: String,
+    pub status: Status,
+    pub last_accepted_at: Option<String>,
+    pub turns_24h: u64,
+    pub threads_24h: u64,
+    pub last_error: Option<LastError>,
+}
+
+/// `GET /v1/me/capture-health` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureHealth {
+    pub generated_at: String,
+    pub surfaces: Vec<SurfaceHealth>,
+}
+
+/// The colour of a surface given its last accepted turn and last error.
+pub fn status_for(
+    last_accepted: Option<OffsetDateTime>,
+    last_error: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Status {
+    let Some(accepted) = last_accepted else {
+        return Status::Red;
+    };
+    if last_error.is_some_and(|e| e >= accepted) {
+        return Status::Red;
+    }
+    let age = now - accepted;
+    if age <= GREEN_WITHIN {
+        Status::Green
+    } else if age <= YELLOW_WITHIN {
+        Status::Yellow
+    } else {
+        Status::Red
+    }
+}
+
+/// Capture health of every surface that has sent anything (accepted or rejected), sorted by surface.
+pub fn capture_health(conn: &Connection, now: OffsetDateTime) -> Result<CaptureHealth, DbError> {
+    let since = fmt_time(now - Duration::hours(24));
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.surface, s.last_accepted_at, s.last_error_code, s.last_error_message, s.last_error_at,
+            (SELECT count(*) FROM messages m JOIN threads t ON t.id = m.thread_id
+              WHERE t.surface = s.surface AND m.received_at >= ?1),
+            (SELECT count(DISTINCT m.thread_id) FROM messages m JOIN threads t ON t.id = m.thread_id
+              WHERE t.surface = s.surface AND m.received_at >= ?1)
+         FROM surface_stats s ORDER BY s.surface",
+    )?;
+    let surfaces = stmt
+        .query_map([since], |r| {
+            let last_accepted_at: Option<String> = r.get(1)?;
+            let code: Option<String> = r.get(2)?;
+            let message: Option<String> = r.get(3)?;
+            let at: Option<String> = r.get(4)?;
+            let last_error = match (code, at) {
+                (Some(code), Some(at)) => Some(LastError {
+                    code,
+                    message: message.unwrap_or_default(),
+                    at,
+                }),
+                _ => None,
+            };
+            let status = status_for(
+                last_accepted_at.as_deref().and_then(parse_time),
+                last_error.as_ref().and_then(|e| parse_time(&e.at)),
+                now,
+            );
+            Ok(SurfaceHealth {
+                surface: r.get(0)?,
+                status,
+                last_accepted_at,
+                turns_24h: r.get(5)?,
+                threads_24h: r.get(6)?,
+                last_error,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CaptureHealth {
+        generated_at: fmt_time(now),
+        surfaces,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn colours_follow_the_thresholds() {
+        let now = datetime!(2026-11-22 12:00:00 UTC);
+        let ago = |m: i64| Some(now - Duration::minutes(m));
+        assert_eq!(status_for(ago(0), None, now), Status::Green);
+        assert_eq!(status_for(ago(5), None, now), Status::Green);
+        assert_eq!(status_for(ago(6), None, now), Status::Yellow);
+        assert_eq!(status_for(ago(60), None, now), Status::Yellow);
+        assert_eq!(status_for(ago(61), None, now), Status::Red);
+        assert_eq!(status_for(None, None, now), Status::Red);
+        assert_eq!(
+            status_for(ago(1), ago(0), now),
+            Status::Red,
+            "error after the last accept"
+        );
+        assert_eq!(
+            status_for(ago(1), ago(1), now),
+            Status::Red,
+            "error in the same batch"
+        );
+        assert_eq!(
+            status_for(ago(1), ago(2), now),
+            Status::Green,
+            "an accept after the error heals"
+        );
+    }
+}
