@@ -18,3 +18,6 @@ pub mod ingest;
 pub mod migrations;
 pub mod ratelimit;
 pub mod server;
+
+#[cfg(test)]
+mod api_tests;
