@@ -686,3 +686,21 @@ fn non_loopback_bind_without_allow_remote_exits_with_a_clear_error() {
         "the error says what to do next: {err}"
     );
 }
+
+#[test]
+fn sigterm_shuts_down_gracefully_and_keeps_what_was_acknowledged() {
+    let (_dir, relay, token) = paired(&["--rate-limit", "0"]);
+    let one = turn(
+        CHATGPT,
+        "term",
+        Role::User,
+        "acknowledged before SIGTERM",
+        Some(0),
+    );
+    assert_eq!(statuses(&relay.http.send_batch(&token, &[one])), ["stored"]);
+    let status = relay
+        .sigterm_and_wait(START_TIMEOUT)
+        .unwrap_or_else(|| relay.fail("relay still running after SIGTERM"));
+    assert!(status.success(), "graceful shutdown exits 0, got {status}");
+    assert_eq!(dump_surface(&relay.db, CHATGPT).len(), 1);
+}

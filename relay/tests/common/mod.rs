@@ -227,6 +227,26 @@ impl Relay {
         let _ = c.wait();
     }
 
+    /// Send SIGTERM (through `kill(1)`, to keep the harness free of unsafe code) and wait up to `timeout` for the
+    /// process to exit; returns its status, or None if it is still running.
+    pub fn sigterm_and_wait(&self, timeout: Duration) -> Option<ExitStatus> {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status()
+            .expect("run kill(1)");
+        assert!(sent.success(), "kill -TERM {} failed", self.pid);
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.try_exit() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Has the process exited (without blocking)?
     pub fn try_exit(&self) -> Option<ExitStatus> {
         self.child.lock().unwrap().try_wait().ok().flatten()
