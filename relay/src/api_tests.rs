@@ -739,16 +739,28 @@ impl std::io::Write for Captured {
     }
 }
 
+/// The in-memory log of this test binary: a global TRACE-level subscriber installed once (a scoped one misses
+/// events when other tests run in parallel threads and cache callsite interest).
+fn captured_logs() -> Captured {
+    static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    CAPTURED
+        .get_or_init(|| {
+            let captured = Captured::default();
+            let sink = captured.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_writer(move || sink.clone())
+                .finish();
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other global subscriber in unit tests");
+            captured
+        })
+        .clone()
+}
+
 #[tokio::test]
 async fn logs_hold_neither_content_nor_secrets() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || sink.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-
+    let captured = captured_logs();
     let h = harness();
     let code = h.new_code();
     let paired = h

@@ -429,3 +429,175 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use personkit_shared::wire::{ClientInfo, Role, build_observation};
+    use time::macros::datetime;
+
+    const NOW: OffsetDateTime = datetime!(2026-11-22 10:00:00 UTC);
+
+    fn corpus() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::db::open(&dir.path().join("c.db")).unwrap();
+        (dir, conn)
+    }
+
+    fn origin() -> Origin {
+        Origin {
+            device_id: "dev-a".into(),
+        }
+    }
+
+    fn obs(conv: &str, content: &str, ordinal: Option<u32>, at: &str) -> Observation {
+        let client = ClientInfo {
+            app_version: "0.1.0".into(),
+            device_id: "ext".into(),
+        };
+        build_observation(
+            "import:test",
+            conv,
+            Role::User,
+            content,
+            ordinal,
+            None,
+            at,
+            client,
+        )
+    }
+
+    /// The example in docs/wire-format.md is valid and gets the message id the document states.
+    #[test]
+    fn the_documented_example_is_valid_and_stores_with_the_documented_id() {
+        let doc = include_str!("../../docs/wire-format.md");
+        let start = doc
+            .find("```json example-observation")
+            .expect("example block")
+            + "```json example-observation".len();
+        let end = start + doc[start..].find("```").expect("end of block");
+        let item: serde_json::Value = serde_json::from_str(&doc[start..end]).unwrap();
+        let (_d, mut conn) = corpus();
+        let r = ingest_batch(&mut conn, &origin(), &[item], NOW).unwrap();
+        assert_eq!(r.stored, 1, "{r:?}");
+        let id = r.results[0].message_id.clone().unwrap();
+        assert!(
+            doc.contains(&format!("message id `{id}`")),
+            "doc states another id than {id}"
+        );
+    }
+
+    #[test]
+    fn rows_carry_origin_and_increasing_sequence_numbers() {
+        let (_d, mut conn) = corpus();
+        let batch1 = [
+            obs("c1", "one", Some(0), "2026-11-22T09:00:00Z"),
+            obs("c1", "two", Some(1), "2026-11-22T09:01:00Z"),
+        ];
+        ingest_observations(&mut conn, &origin(), &batch1, NOW).unwrap();
+        ingest_observations(&mut conn, &origin(), &batch1, NOW).unwrap();
+        let batch2 = [obs("c2", "three", Some(0), "2026-11-22T09:02:00Z")];
+        ingest_observations(&mut conn, &origin(), &batch2, NOW).unwrap();
+        let mut seqs: Vec<i64> = Vec::new();
+        for table in ["threads", "messages", "persona_observations"] {
+            let mut s = conn
+                .prepare(&format!(
+                    "SELECT origin_seq FROM {table} WHERE origin_device = 'dev-a'"
+                ))
+                .unwrap();
+            seqs.extend(
+                s.query_map([], |r| r.get::<_, i64>(0))
+                    .unwrap()
+                    .map(Result::unwrap),
+            );
+        }
+        seqs.sort_unstable();
+        assert_eq!(
+            seqs,
+            (1..=8).collect::<Vec<_>>(),
+            "2 threads + 3 messages + 3 observations, no reuse"
+        );
+        let last: i64 = conn
+            .query_row(
+                "SELECT last_seq FROM origin_seqs WHERE origin = 'dev-a'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(last, 8);
+    }
+
+    #[test]
+    fn thread_times_are_min_and_max_of_captures_in_any_order() {
+        let (_d, mut conn) = corpus();
+        let late = obs("c", "late", Some(1), "2026-11-22T09:30:00Z");
+        let early = obs("c", "early", Some(0), "2026-11-22T09:00:00+01:00");
+        ingest_observations(&mut conn, &origin(), &[late], NOW).unwrap();
+        ingest_observations(&mut conn, &origin(), &[early], NOW).unwrap();
+        let (first, last): (String, String) = conn
+            .query_row("SELECT first_seen_at, last_seen_at FROM threads", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(first, "2026-11-22T08:00:00.000Z");
+        assert_eq!(last, "2026-11-22T09:30:00.000Z");
+    }
+
+    #[test]
+    fn three_revisions_number_by_capture_time() {
+        let (_d, mut conn) = corpus();
+        let v = |c: &str, at: &str| obs("c", c, Some(3), at);
+        for o in [
+            v("b", "2026-11-22T09:02:00Z"),
+            v("c", "2026-11-22T09:03:00Z"),
+            v("a", "2026-11-22T09:01:00Z"),
+        ] {
+            let r = ingest_observations(&mut conn, &origin(), &[o], NOW).unwrap();
+            assert_eq!(r.stored, 1);
+        }
+        let mut s = conn
+            .prepare("SELECT content, revision, is_current FROM messages ORDER BY revision")
+            .unwrap();
+        let rows: Vec<(String, i64, i64)> = s
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            rows,
+            vec![("a".into(), 1, 0), ("b".into(), 2, 0), ("c".into(), 3, 1)]
+        );
+        drop(s);
+        // Turns without a position never replace each other.
+        ingest_observations(
+            &mut conn,
+            &origin(),
+            &[obs("c", "x", None, "2026-11-22T09:05:00Z")],
+            NOW,
+        )
+        .unwrap();
+        ingest_observations(
+            &mut conn,
+            &origin(),
+            &[obs("c", "y", None, "2026-11-22T09:06:00Z")],
+            NOW,
+        )
+        .unwrap();
+        let current: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM messages WHERE position_key IS NULL AND is_current = 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(current, 2);
+    }
+
+    #[test]
+    fn position_keys() {
+        assert_eq!(position_key(Some("m1"), Some(3)).as_deref(), Some("k:m1"));
+        assert_eq!(position_key(None, Some(3)).as_deref(), Some("o:3"));
+        assert_eq!(position_key(None, None), None);
+    }
+}
