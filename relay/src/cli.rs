@@ -76,6 +76,18 @@ impl DbArg {
         self.db.clone().unwrap_or_else(config::default_db_path)
     }
 
+    /// Open an existing corpus (migrating it if needed); a clear error when there is none at the path.
+    pub fn open_existing(&self) -> anyhow::Result<rusqlite::Connection> {
+        let path = self.path();
+        if !path.exists() {
+            bail!(
+                "no corpus at {}; start the relay with `personkit serve`, or pass --db PATH / set PERSONKIT_DB",
+                path.display()
+            );
+        }
+        self.open()
+    }
+
     /// Open (creating and migrating if needed) the corpus.
     pub fn open(&self) -> anyhow::Result<rusqlite::Connection> {
         let path = self.path();
@@ -321,7 +333,7 @@ fn pair(a: PairArgs) -> anyhow::Result<()> {
 }
 
 fn devices_list(a: JsonArgs) -> anyhow::Result<()> {
-    let conn = a.db.open()?;
+    let conn = a.db.open_existing()?;
     let devices = auth::list_devices(&conn)?;
     if a.json {
         return print_json(&devices);
@@ -350,7 +362,7 @@ fn devices_list(a: JsonArgs) -> anyhow::Result<()> {
 }
 
 fn devices_revoke(a: RevokeArgs) -> anyhow::Result<()> {
-    let conn = a.db.open()?;
+    let conn = a.db.open_existing()?;
     let device = auth::revoke_device(&conn, &a.id, Clock::system().now())
         .map_err(|e| anyhow::anyhow!("{e}; see `personkit devices list`"))?;
     if a.json {
@@ -365,7 +377,7 @@ fn devices_revoke(a: RevokeArgs) -> anyhow::Result<()> {
 }
 
 fn corpus_health(a: JsonArgs) -> anyhow::Result<()> {
-    let conn = a.db.open()?;
+    let conn = a.db.open_existing()?;
     let h = corpus::corpus_health(&conn, &a.db.path())?;
     if a.json {
         return print_json(&h);
@@ -419,7 +431,7 @@ fn corpus_surfaces(a: SurfacesArgs) -> anyhow::Result<()> {
             a.since
         )
     })?;
-    let conn = a.db.open()?;
+    let conn = a.db.open_existing()?;
     let now = Clock::system().now();
     let rows = corpus::surfaces(&conn, now - span, now)?;
     if a.json {
@@ -456,7 +468,7 @@ fn corpus_surfaces(a: SurfacesArgs) -> anyhow::Result<()> {
 }
 
 fn corpus_messages(a: MessagesArgs) -> anyhow::Result<()> {
-    let conn = a.db.open()?;
+    let conn = a.db.open_existing()?;
     let rows = corpus::messages(&conn, a.surface.as_deref(), a.thread.as_deref(), a.limit)?;
     if a.json {
         return print_json(&rows);
@@ -494,7 +506,7 @@ fn corpus_search(a: SearchArgs) -> anyhow::Result<()> {
             "give at least one word to search for, e.g. personkit corpus search \"borrow checker\""
         );
     }
-    let conn = a.db.open()?;
+    let conn = a.db.open_existing()?;
     let hits = corpus::search(&conn, &a.words, a.limit)?;
     if a.json {
         return print_json(&hits);

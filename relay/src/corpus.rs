@@ -256,8 +256,118 @@ pub fn search(conn: &Connection, words: &str, limit: u32) -> Result<Vec<SearchHi
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::ingest::{Origin, ingest_observations};
+    use personkit_shared::wire::{ClientInfo, Role, build_observation};
+    use proptest::prelude::*;
+    use time::macros::datetime;
+
+    const NOW: OffsetDateTime = datetime!(2026-11-22 10:00:00 UTC);
+
+    fn filled() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = crate::db::open(&dir.path().join("c.db")).unwrap();
+        let client = ClientInfo {
+            app_version: "0.1.0".into(),
+            device_id: "ext".into(),
+        };
+        let turns = [
+            (
+                "browser-ext:chatgpt",
+                "a",
+                "the borrow checker rejects this",
+                "2026-11-22T09:00:00Z",
+            ),
+            (
+                "browser-ext:chatgpt",
+                "a",
+                "use a reference with a shorter lifetime",
+                "2026-11-22T09:01:00Z",
+            ),
+            (
+                "browser-ext:claude",
+                "b",
+                "a recipe for lentil soup",
+                "2026-11-01T09:00:00Z",
+            ),
+        ];
+        let obs: Vec<_> = turns
+            .iter()
+            .enumerate()
+            .map(|(i, (s, c, text, at))| {
+                build_observation(
+                    s,
+                    c,
+                    Role::User,
+                    text,
+                    Some(i as u32),
+                    None,
+                    at,
+                    client.clone(),
+                )
+            })
+            .collect();
+        let origin = Origin {
+            device_id: "d".into(),
+        };
+        ingest_observations(&mut conn, &origin, &obs, NOW).unwrap();
+        (dir, conn)
+    }
+
+    #[test]
+    fn surfaces_roll_up_the_window() {
+        let (_d, conn) = filled();
+        let rows = surfaces(&conn, NOW - time::Duration::days(7), NOW).unwrap();
+        let by: Vec<(&str, u64, u64)> = rows
+            .iter()
+            .map(|r| (r.surface.as_str(), r.threads, r.messages))
+            .collect();
+        assert_eq!(
+            by,
+            vec![("browser-ext:chatgpt", 1, 2), ("browser-ext:claude", 0, 0)]
+        );
+        assert_eq!(rows[0].status, Status::Green);
+    }
+
+    #[test]
+    fn messages_filter_and_order_newest_first() {
+        let (_d, conn) = filled();
+        let all = messages(&conn, None, None, 10).unwrap();
+        assert_eq!(all.len(), 3);
+        let chat = messages(&conn, Some("browser-ext:chatgpt"), None, 10).unwrap();
+        assert_eq!(chat.len(), 2);
+        assert_eq!(chat[0].content, "use a reference with a shorter lifetime");
+        let one = messages(&conn, Some("browser-ext:chatgpt"), None, 1).unwrap();
+        assert_eq!(one.len(), 1);
+        let thread = messages(&conn, None, Some(&all[2].thread_id), 10).unwrap();
+        assert!(thread.iter().all(|m| m.thread_id == all[2].thread_id));
+    }
+
+    #[test]
+    fn search_finds_stemmed_words() {
+        let (_d, conn) = filled();
+        let hits = search(&conn, "borrowing checkers", 5).unwrap();
+        assert_eq!(hits.len(), 1, "porter stemming: {hits:?}");
+        assert!(hits[0].snippet.contains("[borrow]"), "{}", hits[0].snippet);
+        assert!(
+            search(&conn, "soup borrow", 5).unwrap().is_empty(),
+            "all words must occur"
+        );
+        let h = corpus_health(&conn, Path::new("/nonexistent")).unwrap();
+        assert_eq!(h.current_messages, 3);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Whatever a person types, search answers (possibly nothing) instead of an FTS syntax error.
+        #[test]
+        fn any_words_are_a_valid_query(words in "\\PC{0,40}") {
+            let (_d, conn) = filled();
+            prop_assert!(search(&conn, &words, 5).is_ok());
+        }
+    }
 
     #[test]
     fn fts_query_quotes_every_word() {

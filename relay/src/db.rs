@@ -37,8 +37,6 @@ pub enum DbError {
         "the corpus has schema version {found} but this personkit knows only up to {supported}"
     )]
     TooNew { found: u32, supported: u32 },
-    #[error("the corpus connection is poisoned by an earlier panic")]
-    Poisoned,
 }
 
 /// Register sqlite-vec as an auto extension, once per process, so that every connection opened afterwards has
@@ -160,7 +158,12 @@ impl Db {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, E>,
     ) -> Result<T, E> {
-        let mut conn = self.writer.lock().map_err(|_| DbError::Poisoned)?;
+        // A panic while the lock was held unwound through `Transaction::drop`, which rolled back: the
+        // connection is still consistent, so recover it rather than failing every later write.
+        let mut conn = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(&mut conn)
     }
 
@@ -169,7 +172,11 @@ impl Db {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, E>,
     ) -> Result<T, E> {
-        let pooled = self.readers.lock().map_err(|_| DbError::Poisoned)?.pop();
+        let pooled = self
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
         let conn = match pooled {
             Some(c) => c,
             None => open_reader(&self.path)?,
