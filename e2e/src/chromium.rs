@@ -351,6 +351,8 @@ impl Tab {
 
     /// PNG screenshot of the page.
     pub fn screenshot(&self) -> Result<Vec<u8>> {
+        // A background tab produces no frames in headless mode: bring it to the front first.
+        self.call("Page.bringToFront", json!({}))?;
         let r = self.call("Page.captureScreenshot", json!({"format": "png"}))?;
         let data = r["data"]
             .as_str()

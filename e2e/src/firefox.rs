@@ -70,7 +70,13 @@ impl Firefox {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let log = std::fs::File::create(home.path().join("geckodriver.log"))?;
         let driver = Command::new(&bin)
-            .args(["--port", &port.to_string(), "--host", "127.0.0.1"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--host",
+                "127.0.0.1",
+                "--allow-system-access",
+            ])
             .env("HOME", home.path())
             .env("TMPDIR", home.path())
             .env_remove("DISPLAY")
@@ -189,6 +195,36 @@ impl Firefox {
             }
             if Instant::now() > deadline {
                 bail!("Firefox: timed out after {timeout:?} waiting for `{script}`");
+            }
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    /// Opens an extension page in the current tab. WebDriver refuses to navigate to `moz-extension:` URLs, so
+    /// the load is started from the chrome context with the system principal (as a user opening it would).
+    pub fn open_extension_page(&self, url: &str) -> Result<()> {
+        self.post("/moz/context", &json!({"context": "chrome"}))?;
+        let r = self.exec(&format!(
+            "const win = Services.wm.getMostRecentWindow('navigator:browser'); \
+             win.gBrowser.selectedBrowser.loadURI(Services.io.newURI({}), \
+             {{triggeringPrincipal: Services.scriptSecurityManager.getSystemPrincipal()}}); return true;",
+            json!(url)
+        ));
+        self.post("/moz/context", &json!({"context": "content"}))?;
+        r?;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let here = self
+                .exec("return location.href + ' ' + document.readyState")
+                .unwrap_or_default();
+            if here
+                .as_str()
+                .is_some_and(|h| h.starts_with(url) && h.ends_with("complete"))
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("{url} did not load in Firefox (at {here})");
             }
             std::thread::sleep(Duration::from_millis(150));
         }

@@ -178,22 +178,8 @@ impl Session {
     pub fn check(&self, case: &Case) -> Result<Vec<String>> {
         let surface = case.expected.surface.clone();
         let tab = self.open_case(case)?;
-        let expected_turns: usize = case
-            .expected
-            .conversations
-            .iter()
-            .map(|c| c.turns.len())
-            .sum();
         // Wait until every expected turn is there (or time out), then a quiet period to catch extras.
-        let deadline = Instant::now() + LAND_TIMEOUT;
-        loop {
-            let msgs = self.messages(&surface)?;
-            if fixtures::diff(case, &msgs).is_empty() || Instant::now() > deadline {
-                break;
-            }
-            let _ = expected_turns;
-            std::thread::sleep(Duration::from_millis(400));
-        }
+        self.wait_landed(case, LAND_TIMEOUT)?;
         std::thread::sleep(SETTLE);
         let msgs = self.messages(&surface)?;
         let problems = fixtures::diff(case, &msgs);
@@ -205,6 +191,97 @@ impl Session {
     pub fn worker_eval(&self, expr: &str) -> Result<Value> {
         let w = self.browser.attach_worker()?;
         w.eval(expr)
+    }
+}
+
+impl Session {
+    /// Loads a single case from a fixture directory outside the per-surface lists (e.g. `scenarios/...`).
+    pub fn scenario_case(name: &str) -> Result<Case> {
+        let dir = crate::fixtures_dir().join(name);
+        let text = std::fs::read_to_string(dir.join("expected.json"))
+            .with_context(|| format!("fixture {name}"))?;
+        let expected =
+            serde_json::from_str(&text).with_context(|| format!("parsing {name}/expected.json"))?;
+        Ok(Case {
+            name: name.to_string(),
+            dir,
+            expected,
+        })
+    }
+
+    /// The in-page badge's `data-state` (`capturing|skipped|paused|off`), or None when there is no badge.
+    pub fn badge_state(tab: &Tab) -> Result<Option<String>> {
+        let v = tab.eval("document.querySelector('#personkit-badge')?.dataset.state ?? null")?;
+        Ok(v.as_str().map(str::to_string))
+    }
+
+    /// Clicks the badge with a real (trusted) mouse click at its position.
+    pub fn click_badge(tab: &Tab) -> Result<()> {
+        let r = tab.wait_for(
+            "(() => { const b = document.querySelector('#personkit-badge'); if (!b) return null; \
+             b.scrollIntoView({block: 'nearest'}); const r = b.getBoundingClientRect(); \
+             return r.width > 0 ? [r.x + r.width / 2, r.y + r.height / 2] : null; })()",
+            Duration::from_secs(10),
+        )?;
+        let (x, y) = (r[0].as_f64().unwrap_or(0.0), r[1].as_f64().unwrap_or(0.0));
+        for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
+            tab.call(
+                "Input.dispatchMouseEvent",
+                json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Queue length as the popup shows it (the first number in `#queue-length`).
+    pub fn queue_len(&self) -> Result<u64> {
+        let text = self.popup_queue_length()?;
+        let digits: String = text
+            .chars()
+            .skip_while(|c| !c.is_ascii_digit())
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits
+            .parse()
+            .with_context(|| format!("no number in #queue-length {text:?}"))
+    }
+
+    /// Terminates the extension's service worker through CDP and waits until its target is gone.
+    pub fn terminate_worker(&self) -> Result<()> {
+        let t = self
+            .browser
+            .extension_worker_target()?
+            .ok_or_else(|| anyhow!("worker not running"))?;
+        let id = t["targetId"].as_str().unwrap_or_default().to_string();
+        self.browser
+            .cdp
+            .call(None, "Target.closeTarget", json!({"targetId": id}))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let still = self.browser.extension_worker_target()?;
+            if still
+                .as_ref()
+                .is_none_or(|t| t["targetId"].as_str() != Some(id.as_str()))
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("service worker {id} still running 10 s after Target.closeTarget");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until `problems` of a case is empty (or times out) and returns the last problems.
+    pub fn wait_landed(&self, case: &Case, timeout: Duration) -> Result<Vec<String>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let problems = fixtures::diff(case, &self.messages(&case.expected.surface)?);
+            if problems.is_empty() || Instant::now() > deadline {
+                return Ok(problems);
+            }
+            std::thread::sleep(Duration::from_millis(400));
+        }
     }
 }
 
@@ -239,6 +316,22 @@ impl Tab {
             std::thread::sleep(Duration::from_millis(30));
         }
         Ok(())
+    }
+}
+
+impl Tab {
+    /// Reloads the page every second until `expr` is truthy (for pages that render their state once on load).
+    pub fn wait_for_reload(&self, expr: &str, timeout: Duration) -> Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.reload()?;
+            if let Ok(v) = self.wait_for(expr, Duration::from_millis(1000)) {
+                return Ok(v);
+            }
+            if Instant::now() > deadline {
+                bail!("timed out after {timeout:?} waiting (with reloads) for `{expr}`");
+            }
+        }
     }
 }
 

@@ -1,0 +1,118 @@
+//! Firefox ESR end to end: the built `dist/firefox` installed as a temporary add-on through geckodriver, paired
+//! through its popup against the real relay, and the ChatGPT short conversation captured exactly as expected.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use personkit_e2e::firefox::Firefox;
+use personkit_e2e::fixtures;
+use personkit_e2e::proxy::Proxy;
+use personkit_e2e::relay::Relay;
+use personkit_e2e::server::FixtureServer;
+use serde_json::{Value, json};
+
+fn set_value(ff: &Firefox, sel: &str, value: &str) {
+    ff.exec(&format!(
+        "const el = document.querySelector({}); el.focus(); el.value = {}; \
+         el.dispatchEvent(new Event('input', {{bubbles: true}})); el.dispatchEvent(new Event('change', {{bubbles: true}})); return true;",
+        json!(sel),
+        json!(value)
+    ))
+    .unwrap();
+}
+
+#[test]
+fn firefox_captures_chatgpt_short() {
+    let dist = personkit_e2e::dist_dir("firefox").unwrap();
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(dist.join("manifest.json")).unwrap())
+            .unwrap();
+    let addon_id = manifest["browser_specific_settings"]["gecko"]["id"]
+        .as_str()
+        .expect("dist/firefox/manifest.json has browser_specific_settings.gecko.id")
+        .to_string();
+    let relay = Relay::start().unwrap();
+    let code = relay
+        .pairing_code
+        .clone()
+        .expect("pairing code printed by serve");
+    let proxy = Proxy::start(relay.port).unwrap();
+    let server = FixtureServer::start().unwrap();
+    let ff = Firefox::launch(&addon_id).unwrap();
+    let installed = ff.install_addon(&dist).unwrap();
+    assert_eq!(installed, addon_id);
+
+    // Pair through the popup page, enable ChatGPT, fast flush for the test.
+    ff.open_extension_page(&ff.popup_url()).unwrap();
+    ff.wait_for(
+        "return !!document.querySelector('#pair-button')",
+        Duration::from_secs(15),
+    )
+    .unwrap();
+    ff.exec_async("const done = arguments[arguments.length - 1]; browser.storage.local.set({testFastFlush: true}).then(() => done(true));")
+        .unwrap();
+    set_value(&ff, "#relay-url", &proxy.url());
+    set_value(&ff, "#pair-code", &code);
+    ff.exec("document.querySelector('#pair-button').click(); return true;")
+        .unwrap();
+    ff.wait_for(
+        "return (document.querySelector('#pair-status')?.textContent || '').includes('Paired')",
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| panic!("{e:#}; relay log:\n{}", relay.log()));
+    ff.open_extension_page(&ff.popup_url()).unwrap();
+    ff.wait_for(
+        "return !!document.querySelector('input[data-surface=\"browser-ext:chatgpt\"]')",
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    ff.exec("const el = document.querySelector('input[data-surface=\"browser-ext:chatgpt\"]'); if (!el.checked) el.click(); return true;")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    ff.open_extension_page(&ff.popup_url()).unwrap();
+    let on = ff
+        .wait_for("return document.querySelector('input[data-surface=\"browser-ext:chatgpt\"]') ? [document.querySelector('input[data-surface=\"browser-ext:chatgpt\"]').checked] : null", Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(on, json!([true]), "the ChatGPT toggle did not stick");
+
+    // The fixture under chatgpt.com (forceResolve maps the name to 127.0.0.1; the port is the fixture server's).
+    let case = fixtures::cases("chatgpt")
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name == "chatgpt/short")
+        .unwrap();
+    server.route(&case.expected.path, case.page());
+    ff.navigate(&format!(
+        "https://{}:{}{}",
+        case.expected.host, server.port, case.expected.path
+    ))
+    .unwrap();
+    ff.wait_for(
+        "return document.documentElement.dataset.fixtureDone === '1'",
+        Duration::from_secs(15),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fixtures::diff(&case, &relay.messages(&case.expected.surface).unwrap()).is_empty()
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_secs(2)); // late duplicates would show up here
+    let problems = fixtures::diff(&case, &relay.messages(&case.expected.surface).unwrap());
+    assert!(
+        problems.is_empty(),
+        "Firefox capture of chatgpt/short:\n{}",
+        problems.join("\n")
+    );
+    let badge = ff
+        .exec("return document.querySelector('#personkit-badge')?.dataset.state ?? null")
+        .unwrap();
+    assert_eq!(badge, json!("capturing"));
+    assert!(
+        server
+            .hits()
+            .iter()
+            .any(|h| h.host.starts_with("chatgpt.com") && h.status == 200)
+    );
+}
