@@ -5,6 +5,7 @@
 //! It is not a server and not a browser binding: no tokio, no SQL, no JS types. It must build for
 //! `wasm32-unknown-unknown` (`cargo check -p personkit-shared --target wasm32-unknown-unknown` runs in CI).
 
+pub mod capture;
 pub mod ids;
 pub mod wire;
 

@@ -1,0 +1,65 @@
+//! `personkit-extension-wasm` is the wasm-bindgen facade the extension's service worker loads: one line per
+//! function of `personkit_shared::capture::api`, JSON strings in and out. It holds no logic; everything it exposes
+//! is tested natively in `personkit-shared`. It is not used by the relay.
+
+use personkit_shared::capture::api;
+use wasm_bindgen::prelude::*;
+
+fn js(e: api::ApiCallError) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+#[wasm_bindgen]
+pub fn surfaces() -> Result<String, JsError> {
+    api::surfaces().map_err(js)
+}
+
+#[wasm_bindgen(js_name = adapterForUrl)]
+pub fn adapter_for_url(input: &str) -> Result<String, JsError> {
+    api::adapter_for_url(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = validatePatterns)]
+pub fn validate_patterns(input: &str) -> Result<String, JsError> {
+    api::validate_patterns(input).map_err(js)
+}
+
+#[wasm_bindgen]
+pub fn redact(input: &str) -> Result<String, JsError> {
+    api::redact(input).map_err(js)
+}
+
+#[wasm_bindgen]
+pub fn capture(input: &str) -> Result<String, JsError> {
+    api::capture(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = nextBatch)]
+pub fn next_batch(input: &str) -> Result<String, JsError> {
+    api::next_batch(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = onOutcome)]
+pub fn on_outcome(input: &str) -> Result<String, JsError> {
+    api::on_outcome(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = onPaired)]
+pub fn on_paired(input: &str) -> Result<String, JsError> {
+    api::on_paired(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = queueSummary)]
+pub fn queue_summary(input: &str) -> Result<String, JsError> {
+    api::queue_summary(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = healthLight)]
+pub fn health_light(input: &str) -> Result<String, JsError> {
+    api::health_light(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = flushDelayMs)]
+pub fn flush_delay_ms(fast: bool) -> u32 {
+    u32::try_from(api::flush_delay_ms(fast)).unwrap_or(u32::MAX)
+}

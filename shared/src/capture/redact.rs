@@ -1,0 +1,425 @@
+//! Redaction of secrets before a turn leaves the browser. Built-in patterns cover the secrets people paste into
+//! chats (env-style assignments, provider tokens, bearer headers, PEM blocks, cloud keys, JWTs, service-account
+//! JSON); the user adds their own regexes, which are compiled by this same engine so that an invalid one is
+//! reported in the popup and never reaches the capture path.
+//!
+//! A secret is replaced by a marker `[REDACTED:<kind>]`. Markers are never matched again, and rules are applied
+//! until nothing changes, which makes `redact` idempotent (property-tested below).
+
+use std::sync::OnceLock;
+
+use regex::{Regex, RegexBuilder};
+use serde::Serialize;
+
+/// Longest user pattern accepted, in bytes.
+pub const MAX_USER_PATTERN_LEN: usize = 1000;
+/// Most user patterns accepted.
+pub const MAX_USER_PATTERNS: usize = 100;
+/// Compiled-size limit of one user pattern (keeps a pathological pattern from eating the worker's memory).
+const USER_SIZE_LIMIT: usize = 1 << 20;
+
+/// One redaction rule. When the regex has capture groups, the first group that took part in a match is the
+/// secret and the rest of the match (a variable name, a header name) is kept; otherwise the whole match is.
+#[derive(Debug)]
+struct Rule {
+    kind: &'static str,
+    re: Regex,
+}
+
+/// The built-in rules, in the order they run.
+const BUILTIN: &[(&str, &str)] = &[
+    // PEM blocks, terminated; then an unterminated private key runs to the end of the text.
+    (
+        "pem",
+        r"-----BEGIN [A-Z0-9 ]{1,64}-----(?s:.)*?-----END [A-Z0-9 ]{1,64}-----",
+    ),
+    ("pem", r"-----BEGIN [A-Z0-9 ]{0,64}PRIVATE KEY-----(?s:.)*"),
+    // Service-account style JSON.
+    ("private_key", r#""private_key(?:_id)?"\s*:\s*"([^"]+)""#),
+    ("github_token", r"\bgithub_pat_[A-Za-z0-9_]{20,255}"),
+    ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{20,255}\b"),
+    ("openai_key", r"\bsk-[A-Za-z0-9][A-Za-z0-9_-]{15,}"),
+    ("slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    (
+        "aws_key",
+        r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",
+    ),
+    (
+        "jwt",
+        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    ),
+    (
+        "bearer",
+        r"(?i-u:authorization)\s*:\s*(?i-u:bearer|token|basic)\s+([A-Za-z0-9._~+/=-]{6,})",
+    ),
+    ("bearer", r"\b(?i-u:bearer)\s+([A-Za-z0-9._~+/-]{20,}=*)"),
+    (
+        "aws_secret",
+        r#"(?i-u:aws_?secret_?access_?key)["']?\s*[=:]\s*["']?([A-Za-z0-9/+=]{40})"#,
+    ),
+    // Env-style assignments with an UPPER_CASE name: quoted or unquoted value.
+    (
+        "env",
+        r#"\b(?:[A-Z0-9]+_)*(?:KEY|APIKEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|PASS|CREDENTIALS?|AUTH)(?:_[A-Z0-9]+)*["']?\s*[=:]\s*(?:"([^"\n]+)"|'([^'\n]+)'|([^\s"'`,;]+))"#,
+    ),
+    // lower/mixed-case names of the obvious kinds: quoted values, or unquoted values with a digit in them.
+    (
+        "env",
+        r#"\b(?i-u:(?:[a-z0-9]+_)*(?:api_?key|secret(?:_?key)?|access_?token|auth_?token|refresh_?token|token|passw(?:or)?d|client_?secret|private_?key))["']?\s*[=:]\s*(?:"([^"\n]{4,})"|'([^'\n]{4,})'|([A-Za-z0-9_./+=-]*[0-9][A-Za-z0-9_./+=-]*))"#,
+    ),
+];
+
+fn builtin_rules() -> &'static [Rule] {
+    static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        BUILTIN
+            .iter()
+            .filter_map(|(kind, p)| Regex::new(p).ok().map(|re| Rule { kind, re }))
+            .collect()
+    })
+}
+
+fn marker_re() -> &'static Option<Regex> {
+    static MARKER: OnceLock<Option<Regex>> = OnceLock::new();
+    MARKER.get_or_init(|| Regex::new(r"\[REDACTED:[a-z0-9_-]{1,32}\]").ok())
+}
+
+/// Why a user pattern was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PatternError {
+    /// Position in the user's list (0-based).
+    pub index: usize,
+    pub pattern: String,
+    /// The regex engine's own message.
+    pub message: String,
+}
+
+/// Compile one user pattern with the engine and limits that redaction uses.
+pub fn compile_user_pattern(pattern: &str) -> Result<Regex, String> {
+    if pattern.len() > MAX_USER_PATTERN_LEN {
+        return Err(format!(
+            "pattern is longer than {MAX_USER_PATTERN_LEN} bytes"
+        ));
+    }
+    let re = RegexBuilder::new(pattern)
+        .size_limit(USER_SIZE_LIMIT)
+        .dfa_size_limit(USER_SIZE_LIMIT)
+        .nest_limit(64)
+        .build()
+        .map_err(|e| e.to_string())?;
+    if re.is_match("") {
+        return Err("pattern matches the empty string, so it would match everywhere".to_owned());
+    }
+    Ok(re)
+}
+
+/// Check a list of user patterns; blank lines are ignored. Returns the ones refused, with the reason.
+pub fn validate_patterns(patterns: &[String]) -> Vec<PatternError> {
+    Redactor::new(patterns).1
+}
+
+/// Built-in rules plus the user's valid patterns.
+#[derive(Debug)]
+pub struct Redactor {
+    user: Vec<Regex>,
+}
+
+enum Seg {
+    Text(String),
+    Marker(String),
+}
+
+impl Redactor {
+    /// Compile the user's patterns; invalid ones are left out and returned as errors.
+    pub fn new(user_patterns: &[String]) -> (Redactor, Vec<PatternError>) {
+        let mut user = Vec::new();
+        let mut errors = Vec::new();
+        for (index, pattern) in user_patterns.iter().enumerate() {
+            if pattern.trim().is_empty() {
+                continue;
+            }
+            if index >= MAX_USER_PATTERNS {
+                errors.push(PatternError {
+                    index,
+                    pattern: pattern.clone(),
+                    message: format!("at most {MAX_USER_PATTERNS} patterns are used"),
+                });
+                continue;
+            }
+            match compile_user_pattern(pattern) {
+                Ok(re) => user.push(re),
+                Err(message) => errors.push(PatternError {
+                    index,
+                    pattern: pattern.clone(),
+                    message,
+                }),
+            }
+        }
+        (Redactor { user }, errors)
+    }
+
+    /// Only the built-in rules.
+    pub fn builtin() -> Redactor {
+        Redactor { user: Vec::new() }
+    }
+
+    /// Replace every secret in `text` by a `[REDACTED:<kind>]` marker. Idempotent.
+    pub fn redact(&self, text: &str) -> String {
+        let mut segs = split_markers(text);
+        let rules = builtin_rules()
+            .iter()
+            .map(|r| (r.kind, &r.re))
+            .chain(self.user.iter().map(|re| ("custom", re)));
+        let rules: Vec<_> = rules.collect();
+        loop {
+            let mut changed = false;
+            for (kind, re) in &rules {
+                let mut next = Vec::with_capacity(segs.len());
+                for seg in segs {
+                    match seg {
+                        Seg::Text(t) => changed |= apply(kind, re, &t, &mut next),
+                        m => next.push(m),
+                    }
+                }
+                segs = next;
+            }
+            if !changed {
+                break;
+            }
+        }
+        let mut out = String::with_capacity(text.len());
+        for seg in segs {
+            match seg {
+                Seg::Text(t) | Seg::Marker(t) => out.push_str(&t),
+            }
+        }
+        out
+    }
+}
+
+/// Split text into plain segments and the markers already in it.
+fn split_markers(text: &str) -> Vec<Seg> {
+    let mut segs = Vec::new();
+    let mut last = 0;
+    if let Some(re) = marker_re() {
+        for m in re.find_iter(text) {
+            if m.start() > last {
+                segs.push(Seg::Text(text[last..m.start()].to_owned()));
+            }
+            segs.push(Seg::Marker(m.as_str().to_owned()));
+            last = m.end();
+        }
+    }
+    if last < text.len() {
+        segs.push(Seg::Text(text[last..].to_owned()));
+    }
+    segs
+}
+
+/// Apply one rule to one plain segment; returns whether anything was replaced.
+fn apply(kind: &str, re: &Regex, text: &str, out: &mut Vec<Seg>) -> bool {
+    let mut last = 0;
+    let mut changed = false;
+    for caps in re.captures_iter(text) {
+        let Some(whole) = caps.get(0) else { continue };
+        let span = (1..caps.len()).find_map(|i| caps.get(i)).unwrap_or(whole);
+        if span.start() == span.end() || span.start() < last {
+            continue;
+        }
+        if span.start() > last {
+            out.push(Seg::Text(text[last..span.start()].to_owned()));
+        }
+        out.push(Seg::Marker(format!("[REDACTED:{kind}]")));
+        last = span.end();
+        changed = true;
+    }
+    if last < text.len() {
+        out.push(Seg::Text(text[last..].to_owned()));
+    }
+    changed
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn r(text: &str) -> String {
+        Redactor::builtin().redact(text)
+    }
+
+    #[test]
+    fn every_builtin_rule_compiles() {
+        assert_eq!(builtin_rules().len(), BUILTIN.len());
+        assert!(marker_re().is_some());
+    }
+
+    #[test]
+    fn env_style_assignments() {
+        assert_eq!(r(r#"API_KEY="abc123def""#), r#"API_KEY="[REDACTED:env]""#);
+        assert_eq!(
+            r("export API_KEY=abc123def next"),
+            "export API_KEY=[REDACTED:env] next"
+        );
+        assert_eq!(r("DB_PASSWORD='p@ss w0rd'"), "DB_PASSWORD='[REDACTED:env]'");
+        assert_eq!(r("GITHUB_TOKEN: xyz987"), "GITHUB_TOKEN: [REDACTED:env]");
+        assert_eq!(
+            r(r#"{"api_key": "abcd-efgh"}"#),
+            r#"{"api_key": "[REDACTED:env]"}"#
+        );
+        assert_eq!(r("password = hunter2"), "password = [REDACTED:env]");
+        // Ordinary code is left alone.
+        for code in [
+            "tokenizer = AutoTokenizer.from_pretrained(name)",
+            "monkey = banana",
+            "sort_key = lambda x: x[0]",
+            "token = next_token()",
+            "KEYBOARD=us",
+        ] {
+            assert_eq!(r(code), code);
+        }
+    }
+
+    #[test]
+    fn provider_tokens() {
+        let cases = [
+            (
+                "my token ghp_abcdefghijklmnopqrstuvwxyz0123456789 ok",
+                "my token [REDACTED:github_token] ok",
+            ),
+            ("gho_ABCDEFGHIJKLMNOPQRSTUVWXYZ", "[REDACTED:github_token]"),
+            (
+                "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+                "[REDACTED:github_token]",
+            ),
+            (
+                "key sk-proj-AbCdEfGhIjKlMnOpQrStUv123 end",
+                "key [REDACTED:openai_key] end",
+            ),
+            ("sk-ant-api03-abcdefghijklmnop", "[REDACTED:openai_key]"),
+            ("xoxb-1234567890-abcdefghij", "[REDACTED:slack_token]"),
+            ("xoxp-1234-5678-abcdefgh", "[REDACTED:slack_token]"),
+            ("id AKIAIOSFODNN7EXAMPLE.", "id [REDACTED:aws_key]."),
+        ];
+        for (input, want) in cases {
+            assert_eq!(r(input), want, "{input}");
+        }
+        // Words that look a little like tokens stay.
+        for keep in [
+            "sk-learn is a library",
+            "ghp_short",
+            "xoxb-1",
+            "AKIA is a prefix",
+        ] {
+            assert_eq!(r(keep), keep);
+        }
+    }
+
+    #[test]
+    fn headers_pem_jwt_json() {
+        assert_eq!(
+            r("curl -H 'Authorization: Bearer abc.def-ghi_123' https://x"),
+            "curl -H 'Authorization: Bearer [REDACTED:bearer]' https://x"
+        );
+        assert_eq!(
+            r("authorization: bearer tok123456"),
+            "authorization: bearer [REDACTED:bearer]"
+        );
+        let pem = "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----\nafter";
+        assert_eq!(r(pem), "before\n[REDACTED:pem]\nafter");
+        let cut = "x\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA";
+        assert_eq!(r(cut), "x\n[REDACTED:pem]");
+        let jwt = "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
+        assert_eq!(r(jwt), "token [REDACTED:jwt]");
+        let sa = r#"{"type": "service_account", "private_key_id": "abc123", "private_key": "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"}"#;
+        let out = r(sa);
+        assert!(!out.contains("MIIE") && !out.contains("abc123"), "{out}");
+        assert!(out.contains("service_account"));
+    }
+
+    #[test]
+    fn user_patterns_and_errors() {
+        let pats = vec![
+            "ACME-\\d{6}".to_owned(),
+            "(unclosed".to_owned(),
+            "".to_owned(),
+            "a*".to_owned(),
+            "[z-a]".to_owned(),
+        ];
+        let (red, errors) = Redactor::new(&pats);
+        assert_eq!(
+            red.redact("ticket ACME-123456 done"),
+            "ticket [REDACTED:custom] done"
+        );
+        let idx: Vec<_> = errors.iter().map(|e| e.index).collect();
+        assert_eq!(idx, vec![1, 3, 4]);
+        assert!(
+            errors[0].message.contains("unclosed"),
+            "{}",
+            errors[0].message
+        );
+        assert!(validate_patterns(&["\\bok\\b".to_owned()]).is_empty());
+        // Features trimmed from the engine are reported, not silently accepted.
+        assert_eq!(
+            validate_patterns(&["x".repeat(MAX_USER_PATTERN_LEN + 1)]).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_user_pattern_that_matches_markers_does_not_loop_or_grow() {
+        let pats = vec!["\\[".to_owned(), "REDACTED".to_owned(), "[a-z]".to_owned()];
+        let (red, errors) = Redactor::new(&pats);
+        assert!(errors.is_empty());
+        let once = red.redact("API_KEY=abc [x]");
+        assert_eq!(red.redact(&once), once);
+    }
+
+    fn secret() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "gh[pousr]_[A-Za-z0-9]{36}",
+            "github_pat_[A-Za-z0-9_]{40}",
+            "sk-[A-Za-z0-9]{20,40}",
+            "xox[abprs]-[0-9]{10}-[a-zA-Z0-9]{12}",
+            "AKIA[A-Z0-9]{16}",
+            "eyJ[A-Za-z0-9]{10}\\.eyJ[A-Za-z0-9]{10}\\.[A-Za-z0-9]{10}",
+        ]
+    }
+
+    fn filler() -> impl Strategy<Value = String> {
+        "(?s)[ -~\n\u{e9}\u{4e2d}\"'=:_-]{0,40}"
+    }
+
+    proptest! {
+        #[test]
+        fn redaction_is_idempotent(text in "(?s).{0,200}", s in secret(), pre in filler(), post in filler()) {
+            let red = Redactor::builtin();
+            for t in [text.clone(), format!("{pre} {s} {post}"), format!("API_KEY={s}{pre}"), format!("{pre}PASSWORD=\"{post}\"")] {
+                let once = red.redact(&t);
+                prop_assert_eq!(red.redact(&once), once.clone());
+            }
+        }
+
+        #[test]
+        fn secrets_never_survive(s in secret(), pre in filler(), post in filler()) {
+            let out = r(&format!("{pre} {s} {post}"));
+            prop_assert!(!out.contains(&s), "{} survived in {}", s, out);
+            let out = r(&format!("{pre}\nexport MY_API_KEY=\"{s}\"\n{post}"));
+            prop_assert!(!out.contains(&s), "{} survived in {}", s, out);
+        }
+
+        #[test]
+        fn idempotent_with_user_patterns(text in "(?s)[ -~\n]{0,120}", pat in "[a-z\\[\\]:A-Z.]{1,4}") {
+            let (red, _) = Redactor::new(&[pat]);
+            let once = red.redact(&text);
+            prop_assert_eq!(red.redact(&once), once.clone());
+        }
+
+        #[test]
+        fn text_without_secrets_is_unchanged(words in proptest::collection::vec("[a-z]{1,10}", 0..30)) {
+            let t = words.join(" ");
+            prop_assert_eq!(r(&t), t);
+        }
+    }
+}

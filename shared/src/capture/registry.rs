@@ -1,0 +1,628 @@
+//! The surface registry: one JSON document (`shared/surfaces/registry.json`, embedded at build time) describes
+//! every chat surface the extension can read. Adding a surface or fixing a redesigned site is a data change.
+//!
+//! **API boundary:** the JSON shape below is read by the extension's content script (selectors, rules) and by
+//! this module (hosts, conversation patterns, strip lines, ordinal pattern).
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use crate::wire::Role;
+
+/// The embedded registry document.
+pub const REGISTRY_JSON: &str = include_str!("../../surfaces/registry.json");
+
+/// Whether a surface is on the main list or behind the popup's "Experimental surfaces" flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Verified,
+    Experimental,
+}
+
+/// What to use as conversation id when no pattern matches the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ConversationFallback {
+    /// Capture nothing until the URL names a conversation (e.g. a new chat before its first reply).
+    #[default]
+    None,
+    /// One thread per calendar day (UTC), for single-thread surfaces such as Pi.
+    Day,
+    /// The whole path, for surfaces whose URL has no id but is stable per conversation.
+    Path,
+}
+
+/// Where a role rule's selector is tested, relative to a message root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleScope {
+    #[serde(rename = "self")]
+    SelfOnly,
+    Descendant,
+    SelfOrDescendant,
+    Ancestor,
+}
+
+/// The first rule whose selector matches decides a turn's role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleRule {
+    #[serde(rename = "match")]
+    pub selector: String,
+    pub on: RuleScope,
+    pub role: Role,
+}
+
+/// Ranked selectors of the element holding a turn's text, per role; an empty list means the root itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TextSelectors {
+    #[serde(default)]
+    pub user: Vec<String>,
+    #[serde(default)]
+    pub assistant: Vec<String>,
+}
+
+/// Where a turn's stable key is read: an attribute of the root (`:scope`), of a descendant, or of an ancestor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closest: Option<String>,
+    pub attribute: String,
+    /// Append `:<role>` (when one element holds both turns of an exchange).
+    #[serde(default)]
+    pub append_role: bool,
+}
+
+/// How a turn's ordinal is read: an attribute value, a regex whose first group is a number, and an offset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrdinalRule {
+    pub selector: String,
+    pub attribute: String,
+    pub pattern: String,
+    #[serde(default)]
+    pub offset: i64,
+}
+
+/// The full description of one chat surface, as written in the registry. The content script reads the selector
+/// fields; the core reads hosts, conversation patterns, strip lines and the ordinal rule (see [`Surface`]). The
+/// wasm build parses only the core's part (less code to ship); the test suite checks every entry against this
+/// full, strict shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SurfaceSpec {
+    pub id: String,
+    pub name: String,
+    pub status: Status,
+    /// `example.com` (exactly that host) or `*.example.com` (any subdomain, and the host itself).
+    pub hosts: Vec<String>,
+    /// Regexes on the URL path; the first capture group of the first match is the conversation id.
+    pub conversation_patterns: Vec<String>,
+    #[serde(default)]
+    pub conversation_fallback: ConversationFallback,
+    /// Ranked CSS selectors of message roots: the first one that finds any element wins.
+    pub message_roots: Vec<String>,
+    pub role_rules: Vec<RoleRule>,
+    #[serde(default)]
+    pub text_selectors: TextSelectors,
+    /// CSS selectors of nodes inside a turn that are not message content.
+    #[serde(default)]
+    pub strip_selectors: Vec<String>,
+    /// Regexes of whole lines that are site chrome (screen-reader labels, "Copy code"), removed by the core.
+    #[serde(default)]
+    pub strip_lines: Vec<String>,
+    /// CSS selectors whose presence means a reply is still streaming.
+    #[serde(default)]
+    pub streaming_markers: Vec<String>,
+    #[serde(default)]
+    pub message_key: Vec<KeyRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordinal: Option<OrdinalRule>,
+}
+
+/// The part of a surface the core itself uses, plus the entry's JSON text for the content script.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Surface {
+    pub id: String,
+    pub name: String,
+    pub status: Status,
+    pub hosts: Vec<String>,
+    pub conversation_patterns: Vec<String>,
+    #[serde(default)]
+    pub conversation_fallback: ConversationFallback,
+    pub message_roots: Vec<String>,
+    pub role_rules: Vec<serde::de::IgnoredAny>,
+    #[serde(default)]
+    pub strip_lines: Vec<String>,
+    #[serde(default)]
+    pub ordinal: Option<OrdinalRule>,
+    /// The registry entry, verbatim JSON.
+    #[serde(skip)]
+    pub raw: String,
+}
+
+/// Errors found while loading a registry document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error("registry is not valid JSON of the expected shape: {0}")]
+    Malformed(String),
+    #[error("surface {surface}: {problem}")]
+    Invalid { surface: String, problem: String },
+}
+
+#[derive(Debug, Deserialize)]
+struct Document<'a> {
+    version: u32,
+    #[serde(borrow)]
+    surfaces: Vec<&'a serde_json::value::RawValue>,
+}
+
+/// A surface with its regexes compiled.
+#[derive(Debug)]
+struct Compiled {
+    surface: Surface,
+    conversation: Vec<Regex>,
+    strip_lines: Vec<Regex>,
+    ordinal: Option<Regex>,
+}
+
+/// The loaded, checked registry.
+#[derive(Debug)]
+pub struct Registry {
+    surfaces: Vec<Compiled>,
+}
+
+/// The registry's answer for a page URL.
+#[derive(Debug, Clone)]
+pub struct UrlMatch<'a> {
+    pub surface: &'a Surface,
+    /// `None` when the URL names no conversation yet (nothing is captured until it does).
+    pub conversation_id: Option<String>,
+}
+
+impl Registry {
+    /// The embedded registry, parsed and checked once.
+    pub fn builtin() -> &'static Registry {
+        static REGISTRY: OnceLock<Registry> = OnceLock::new();
+        REGISTRY.get_or_init(|| match Registry::parse(REGISTRY_JSON) {
+            Ok(r) => r,
+            // The embedded document is checked by the test suite; an empty registry keeps a broken build harmless.
+            Err(_) => Registry {
+                surfaces: Vec::new(),
+            },
+        })
+    }
+
+    /// Parse and check a registry document.
+    pub fn parse(json: &str) -> Result<Registry, RegistryError> {
+        let malformed = |e: serde_json::Error| RegistryError::Malformed(e.to_string());
+        let doc: Document = serde_json::from_str(json).map_err(malformed)?;
+        if doc.version != 1 {
+            return Err(RegistryError::Malformed(format!(
+                "unknown version {}",
+                doc.version
+            )));
+        }
+        let mut surfaces = Vec::with_capacity(doc.surfaces.len());
+        for raw in doc.surfaces {
+            let mut surface: Surface = serde_json::from_str(raw.get()).map_err(malformed)?;
+            surface.raw = raw.get().to_owned();
+            surfaces.push(compile(surface)?);
+        }
+        for (i, a) in surfaces.iter().enumerate() {
+            if surfaces[..i].iter().any(|b| b.surface.id == a.surface.id) {
+                return Err(invalid(&a.surface.id, "duplicate surface id"));
+            }
+        }
+        Ok(Registry { surfaces })
+    }
+
+    pub fn surfaces(&self) -> impl Iterator<Item = &Surface> {
+        self.surfaces.iter().map(|c| &c.surface)
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Surface> {
+        self.compiled(id).map(|c| &c.surface)
+    }
+
+    fn compiled(&self, id: &str) -> Option<&Compiled> {
+        self.surfaces.iter().find(|c| c.surface.id == id)
+    }
+
+    /// Which surface a page URL belongs to, and which conversation it shows. `day` is today's UTC date
+    /// (`YYYY-MM-DD`), used only by surfaces with the `day` fallback.
+    pub fn match_url(&self, url: &str, day: &str) -> Option<UrlMatch<'_>> {
+        let parts = parse_url(url)?;
+        if parts.scheme != "https" {
+            return None;
+        }
+        let compiled = self
+            .surfaces
+            .iter()
+            .find(|c| c.surface.hosts.iter().any(|h| host_matches(h, &parts.host)))?;
+        let from_pattern = compiled
+            .conversation
+            .iter()
+            .find_map(|re| re.captures(parts.path))
+            .and_then(|caps| caps.get(1).map(|m| m.as_str().to_owned()))
+            .filter(|id| !id.is_empty());
+        let conversation_id =
+            from_pattern.or_else(|| match compiled.surface.conversation_fallback {
+                ConversationFallback::None => None,
+                ConversationFallback::Day if !day.is_empty() => Some(format!("day-{day}")),
+                ConversationFallback::Day => None,
+                ConversationFallback::Path => Some(parts.path.to_owned()),
+            });
+        Some(UrlMatch {
+            surface: &compiled.surface,
+            conversation_id,
+        })
+    }
+
+    /// Remove the surface's chrome lines (screen-reader labels, code-block headers) from normalised text.
+    pub fn strip_lines(&self, surface_id: &str, text: &str) -> String {
+        let Some(c) = self.compiled(surface_id) else {
+            return text.to_owned();
+        };
+        if c.strip_lines.is_empty() {
+            return text.to_owned();
+        }
+        text.split('\n')
+            .filter(|line| !c.strip_lines.iter().any(|re| re.is_match(line.trim())))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The ordinal a turn's ordinal attribute value denotes, if the surface has an ordinal rule and it matches.
+    pub fn ordinal(&self, surface_id: &str, raw: &str) -> Option<u32> {
+        let c = self.compiled(surface_id)?;
+        let rule = c.surface.ordinal.as_ref()?;
+        let n: i64 = c
+            .ordinal
+            .as_ref()?
+            .captures(raw)?
+            .get(1)?
+            .as_str()
+            .parse()
+            .ok()?;
+        u32::try_from(n.checked_add(rule.offset)?).ok()
+    }
+
+    /// `https://` match patterns for the manifest's content scripts, one per host pattern.
+    pub fn match_patterns(&self) -> Vec<String> {
+        self.surfaces()
+            .flat_map(|s| s.hosts.iter().map(|h| format!("https://{h}/*")))
+            .collect()
+    }
+}
+
+fn invalid(surface: &str, problem: impl Into<String>) -> RegistryError {
+    RegistryError::Invalid {
+        surface: surface.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+fn compile(surface: Surface) -> Result<Compiled, RegistryError> {
+    let id = surface.id.clone();
+    if !crate::wire::is_valid_surface(&id) || !id.starts_with("browser-ext:") {
+        return Err(invalid(&id, "id must be browser-ext:<name>"));
+    }
+    if surface.hosts.is_empty() {
+        return Err(invalid(&id, "no hosts"));
+    }
+    for h in &surface.hosts {
+        let bare = h.strip_prefix("*.").unwrap_or(h);
+        let ok = !bare.is_empty()
+            && bare
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-'));
+        if !ok {
+            return Err(invalid(&id, format!("bad host pattern `{h}`")));
+        }
+    }
+    if surface.message_roots.is_empty() || surface.role_rules.is_empty() {
+        return Err(invalid(&id, "needs message_roots and role_rules"));
+    }
+    let re = |p: &str| Regex::new(p).map_err(|e| invalid(&id, format!("bad regex `{p}`: {e}")));
+    let conversation = surface
+        .conversation_patterns
+        .iter()
+        .map(|p| re(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (p, r) in surface.conversation_patterns.iter().zip(&conversation) {
+        if r.captures_len() < 2 {
+            return Err(invalid(
+                &id,
+                format!("conversation pattern `{p}` has no capture group"),
+            ));
+        }
+    }
+    let strip_lines = surface
+        .strip_lines
+        .iter()
+        .map(|p| re(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ordinal = match &surface.ordinal {
+        Some(rule) => Some(re(&rule.pattern)?),
+        None => None,
+    };
+    Ok(Compiled {
+        surface,
+        conversation,
+        strip_lines,
+        ordinal,
+    })
+}
+
+fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(base) => {
+            host == base
+                || (host.len() > base.len()
+                    && host.ends_with(base)
+                    && host.as_bytes()[host.len() - base.len() - 1] == b'.')
+        }
+        None => host == pattern,
+    }
+}
+
+/// The parts of an absolute URL that the registry looks at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlParts<'a> {
+    pub scheme: String,
+    /// Lowercase, without port and userinfo.
+    pub host: String,
+    /// The path, starting with `/` (or `/` when empty), without query and fragment.
+    pub path: &'a str,
+}
+
+/// A small absolute-URL splitter (no url crate, to keep the wasm small).
+pub fn parse_url(url: &str) -> Option<UrlParts<'_>> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme.is_empty()
+        || !scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+    {
+        return None;
+    }
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host_port.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host_port,
+    };
+    if host.is_empty() {
+        return None;
+    }
+    let after = &rest[authority_end..];
+    let path_end = after.find(['?', '#']).unwrap_or(after.len());
+    let path = &after[..path_end];
+    Some(UrlParts {
+        scheme: scheme.to_ascii_lowercase(),
+        host: host.trim_end_matches('.').to_ascii_lowercase(),
+        path: if path.is_empty() { "/" } else { path },
+    })
+}
+
+/// The URL as sent to the relay: scheme, host and path only (query strings and fragments can carry secrets).
+pub fn clean_url(url: &str) -> Option<String> {
+    let p = parse_url(url)?;
+    Some(format!("{}://{}{}", p.scheme, p.host, p.path))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_registry_parses_and_has_the_four_verified_surfaces() {
+        let r = Registry::parse(REGISTRY_JSON).unwrap();
+        let ids: Vec<_> = r.surfaces().map(|s| s.id.as_str()).collect();
+        for id in [
+            "browser-ext:chatgpt",
+            "browser-ext:claude",
+            "browser-ext:gemini",
+            "browser-ext:copilot",
+        ] {
+            assert!(ids.contains(&id), "{id} missing");
+        }
+        assert_eq!(Registry::builtin().surfaces().count(), ids.len());
+    }
+
+    #[test]
+    fn every_embedded_entry_has_the_full_strict_shape() {
+        let doc: serde_json::Value = serde_json::from_str(REGISTRY_JSON).unwrap();
+        for entry in doc["surfaces"].as_array().unwrap() {
+            let spec: SurfaceSpec = serde_json::from_value(entry.clone())
+                .unwrap_or_else(|e| panic!("{}: {e}", entry["id"]));
+            assert!(
+                !spec.message_roots.is_empty() && !spec.role_rules.is_empty(),
+                "{}",
+                spec.id
+            );
+            let roles: Vec<_> = spec.role_rules.iter().map(|r| r.role).collect();
+            assert!(
+                roles.contains(&Role::User) && roles.contains(&Role::Assistant),
+                "{}",
+                spec.id
+            );
+            assert!(
+                !spec.streaming_markers.is_empty(),
+                "{} needs a streaming marker",
+                spec.id
+            );
+            for k in &spec.message_key {
+                assert!(
+                    k.selector.is_some() != k.closest.is_some(),
+                    "{}: key rule needs selector xor closest",
+                    spec.id
+                );
+            }
+            // The core's view of the same entry carries it verbatim for the content script.
+            let core = Registry::builtin().get(&spec.id).unwrap();
+            let back: SurfaceSpec = serde_json::from_str(&core.raw).unwrap();
+            assert_eq!(back, spec);
+        }
+    }
+
+    #[test]
+    fn conversation_ids_from_paths() {
+        let r = Registry::builtin();
+        let cases = [
+            (
+                "https://chatgpt.com/c/6750a1b2-0000-4000-8000-000000000001",
+                "browser-ext:chatgpt",
+                Some("6750a1b2-0000-4000-8000-000000000001"),
+            ),
+            (
+                "https://chatgpt.com/g/g-abc-my-gpt/c/abc-123?model=x",
+                "browser-ext:chatgpt",
+                Some("abc-123"),
+            ),
+            (
+                "https://chat.openai.com/share/xyz#frag",
+                "browser-ext:chatgpt",
+                Some("xyz"),
+            ),
+            ("https://chatgpt.com/", "browser-ext:chatgpt", None),
+            (
+                "https://chatgpt.com/?temporary-chat=true",
+                "browser-ext:chatgpt",
+                None,
+            ),
+            (
+                "https://claude.ai/chat/0b6f9d7e-1111-4222-8333-944455556666",
+                "browser-ext:claude",
+                Some("0b6f9d7e-1111-4222-8333-944455556666"),
+            ),
+            (
+                "https://gemini.google.com/app/a1b2c3d4e5",
+                "browser-ext:gemini",
+                Some("a1b2c3d4e5"),
+            ),
+            (
+                "https://gemini.google.com/u/1/app/ffee00",
+                "browser-ext:gemini",
+                Some("ffee00"),
+            ),
+            (
+                "https://gemini.google.com/gem/coding-partner/0a0b0c",
+                "browser-ext:gemini",
+                Some("0a0b0c"),
+            ),
+            (
+                "https://copilot.microsoft.com/chats/AbC123xyz",
+                "browser-ext:copilot",
+                Some("AbC123xyz"),
+            ),
+            (
+                "https://WWW.Copilot.com:443/chats/q1",
+                "browser-ext:copilot",
+                Some("q1"),
+            ),
+        ];
+        for (url, surface, conv) in cases {
+            let m = r
+                .match_url(url, "2026-11-22")
+                .unwrap_or_else(|| panic!("{url} unmatched"));
+            assert_eq!(m.surface.id, surface, "{url}");
+            assert_eq!(m.conversation_id.as_deref(), conv, "{url}");
+        }
+    }
+
+    #[test]
+    fn foreign_and_lookalike_hosts_do_not_match() {
+        let r = Registry::builtin();
+        for url in [
+            "https://127.0.0.1:8443/c/abc",
+            "https://evilchatgpt.com/c/abc",
+            "https://chatgpt.com.evil.net/c/abc",
+            "http://chatgpt.com/c/abc",
+            "https://claude.ai@evil.net/chat/abc",
+            "not a url",
+        ] {
+            assert!(r.match_url(url, "").is_none(), "{url}");
+        }
+    }
+
+    #[test]
+    fn wildcard_hosts_and_fallbacks() {
+        assert!(host_matches("*.example.com", "a.example.com"));
+        assert!(host_matches("*.example.com", "example.com"));
+        assert!(!host_matches("*.example.com", "badexample.com"));
+        let doc = r#"{"version":1,"surfaces":[{"id":"browser-ext:pi","name":"Pi","status":"experimental",
+            "hosts":["*.pi.ai"],"conversation_patterns":["^/c/(\\w+)"],"conversation_fallback":"day",
+            "message_roots":["[data-role]"],"role_rules":[{"match":"[data-role=user]","on":"self","role":"user"}]}]}"#;
+        let r = Registry::parse(doc).unwrap();
+        let m = r.match_url("https://pi.ai/talk", "2026-11-22").unwrap();
+        assert_eq!(m.conversation_id.as_deref(), Some("day-2026-11-22"));
+        assert_eq!(
+            r.match_url("https://x.pi.ai/c/abc", "")
+                .unwrap()
+                .conversation_id
+                .as_deref(),
+            Some("abc")
+        );
+    }
+
+    #[test]
+    fn bad_documents_are_refused_with_the_reason() {
+        let base = |extra: &str| {
+            format!(
+                r#"{{"version":1,"surfaces":[{{"id":"browser-ext:x","name":"X","status":"verified","hosts":["x.com"],
+                "conversation_patterns":["{extra}"],"message_roots":["div"],"role_rules":[{{"match":"div","on":"self","role":"user"}}]}}]}}"#
+            )
+        };
+        assert!(Registry::parse(&base("^/c/(\\\\w+)")).is_ok());
+        assert!(matches!(
+            Registry::parse(&base("^/c/(")),
+            Err(RegistryError::Invalid { .. })
+        ));
+        assert!(matches!(
+            Registry::parse(&base("^/c/\\\\w+")),
+            Err(RegistryError::Invalid { .. })
+        ));
+        assert!(matches!(
+            Registry::parse("{}"),
+            Err(RegistryError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn strip_lines_and_ordinals() {
+        let r = Registry::builtin();
+        let text = "ChatGPT said:\nHello\nCopy code\nprint(1)";
+        assert_eq!(
+            r.strip_lines("browser-ext:chatgpt", text),
+            "Hello\nprint(1)"
+        );
+        assert_eq!(
+            r.ordinal("browser-ext:chatgpt", "conversation-turn-3"),
+            Some(2)
+        );
+        assert_eq!(
+            r.ordinal("browser-ext:chatgpt", "conversation-turn-0"),
+            None
+        );
+        assert_eq!(r.ordinal("browser-ext:claude", "conversation-turn-3"), None);
+    }
+
+    #[test]
+    fn clean_url_drops_query_and_fragment() {
+        assert_eq!(
+            clean_url("https://ChatGPT.com/c/abc?token=secret#x").as_deref(),
+            Some("https://chatgpt.com/c/abc")
+        );
+    }
+}
