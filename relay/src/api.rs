@@ -196,6 +196,7 @@ fn cors() -> CorsLayer {
         }))
         .allow_methods([Method::GET, Method::POST])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .expose_headers([header::RETRY_AFTER])
         .max_age(Duration::from_secs(600))
 }
 
@@ -265,9 +266,21 @@ async fn require_device(
     Ok(next.run(req).await)
 }
 
-/// Read a body up to `limit` bytes; `Err(None)` when it is larger, `Err(Some(..))` on a broken body.
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, Option<AppError>> {
-    match axum::body::to_bytes(body, limit).await {
+/// Read a body up to `limit` bytes within `timeout`; `Err(None)` when it is larger, `Err(Some(..))` on a broken
+/// or too slow body.
+async fn read_body(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, Option<AppError>> {
+    let Ok(read) = tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await else {
+        return Err(Some(AppError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                timeout.as_secs()
+            ),
+            "resend the request",
+        )));
+    };
+    match read {
         Ok(b) => Ok(b),
         Err(e) => {
             let too_large = std::error::Error::source(&e)
@@ -322,16 +335,18 @@ async fn post_pair(State(st): State<AppState>, body: Body) -> Result<Response, A
             )
         });
     }
-    let bytes = read_body(body, SMALL_BODY_BYTES).await.map_err(|e| {
-        e.unwrap_or_else(|| {
-            AppError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                "pairing request too large",
-                "send {\"code\", \"device_name\"}",
-            )
-        })
-    })?;
+    let bytes = read_body(body, SMALL_BODY_BYTES, st.config.body_timeout)
+        .await
+        .map_err(|e| {
+            e.unwrap_or_else(|| {
+                AppError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    "pairing request too large",
+                    "send {\"code\", \"device_name\"}",
+                )
+            })
+        })?;
     let value: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| malformed_json(&e))?;
     let req: PairRequest = serde_json::from_value(value).map_err(|_| {
@@ -391,15 +406,17 @@ async fn post_observations(
             max_bytes,
         ));
     }
-    let bytes = read_body(body, max_bytes).await.map_err(|e| {
-        e.unwrap_or_else(|| {
-            AppError::too_large(
-                format!("the body is over the limit of {max_bytes} bytes"),
-                max_items,
-                max_bytes,
-            )
-        })
-    })?;
+    let bytes = read_body(body, max_bytes, st.config.body_timeout)
+        .await
+        .map_err(|e| {
+            e.unwrap_or_else(|| {
+                AppError::too_large(
+                    format!("the body is over the limit of {max_bytes} bytes"),
+                    max_items,
+                    max_bytes,
+                )
+            })
+        })?;
     let value: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| malformed_json(&e))?;
     let items = match value {

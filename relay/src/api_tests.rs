@@ -409,6 +409,26 @@ async fn oversize_batches_get_413_and_store_nothing() {
 }
 
 #[tokio::test]
+async fn a_body_that_never_finishes_gets_408() {
+    let h = harness_with(ApiConfig {
+        rate_limit: 0.0,
+        body_timeout: std::time::Duration::from_millis(200),
+        ..ApiConfig::default()
+    });
+    let token = h.pair().await;
+    let (_sender, stalled) =
+        http_body_util::channel::Channel::<axum::body::Bytes, std::convert::Infallible>::new(1);
+    let req = Request::post("/v1/observations")
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(Body::new(stalled))
+        .unwrap();
+    let r = tokio::time::timeout(std::time::Duration::from_secs(10), h.call(req))
+        .await
+        .expect("answered");
+    assert_error(&r, StatusCode::REQUEST_TIMEOUT, "request_timeout");
+}
+
+#[tokio::test]
 async fn malformed_bodies_get_400() {
     let h = harness();
     let token = h.pair().await;

@@ -249,6 +249,7 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
             max_batch_bytes: a.max_batch_bytes,
             rate_limit: a.rate_limit,
             rate_burst: (a.rate_limit * 4.0).max(1.0),
+            body_timeout: config::DEFAULT_BODY_TIMEOUT,
         },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -8,6 +8,7 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:8787";
 /// Requests per second per device token, and the burst allowed above it.
 pub const DEFAULT_RATE_LIMIT: f64 = 50.0;
 pub const DEFAULT_RATE_BURST: f64 = 200.0;
+pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `~/.dotperson/corpus.db` (or `./.dotperson/corpus.db` when there is no home directory).
 pub fn default_db_path() -> PathBuf {
@@ -26,6 +27,8 @@ pub struct ApiConfig {
     /// Requests per second per token; 0 disables the limiter.
     pub rate_limit: f64,
     pub rate_burst: f64,
+    /// Longest time a client may take to send a request body (slow senders get 408).
+    pub body_timeout: std::time::Duration,
 }
 
 impl Default for ApiConfig {
@@ -35,6 +38,7 @@ impl Default for ApiConfig {
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             rate_limit: DEFAULT_RATE_LIMIT,
             rate_burst: DEFAULT_RATE_BURST,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
         }
     }
 }
