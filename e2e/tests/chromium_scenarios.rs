@@ -79,7 +79,7 @@ fn negative_control_and_popup_screenshot() {
 
     // The popup, paired, with ChatGPT on: screenshot for the README.
     s.popup.reload().unwrap();
-    s.popup.call("Emulation.setDeviceMetricsOverride", serde_json::json!({"width": 420, "height": 860, "deviceScaleFactor": 1, "mobile": false})).unwrap();
+    s.popup.call("Emulation.setDeviceMetricsOverride", serde_json::json!({"width": 376, "height": 770, "deviceScaleFactor": 1, "mobile": false})).unwrap();
     s.popup
         .wait_for(
             "(document.querySelector('#pair-status')?.textContent || '').includes('Paired')",
@@ -309,4 +309,47 @@ fn revoked_token_shows_sign_in_again_without_retry_storm() {
     let code = s.relay.new_pairing_code().unwrap();
     s.pair(&code).unwrap();
     assert_landed(&s, &long);
+}
+
+/// The user's own redaction patterns: an invalid one is flagged inline in the popup (and not used), a valid one
+/// redacts before the turn leaves the browser; the health dot of a surface that delivered turns is green.
+#[test]
+fn user_patterns_are_validated_and_applied() {
+    let s = Session::start(&[CHATGPT]).unwrap();
+    s.popup.reload().unwrap();
+    s.popup
+        .eval(r"(() => { const t = document.querySelector('#patterns'); t.value = 'ACME-\\d{6}\n(unclosed'; t.dispatchEvent(new Event('input', {bubbles: true})); document.querySelector('#save-patterns').click(); return true; })()")
+        .unwrap();
+    let status = s
+        .popup
+        .wait_for(
+            "document.querySelector('#patterns-status')?.textContent || ''",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+    let status = status.as_str().unwrap_or_default().to_string();
+    assert!(
+        status.contains("(unclosed") && status.contains("line 2"),
+        "invalid pattern not flagged inline: {status:?}"
+    );
+    assert!(
+        !status.contains("ACME"),
+        "the valid pattern was flagged: {status:?}"
+    );
+    let c = Session::scenario_case("scenarios/chatgpt_custom_pattern").unwrap();
+    s.open_case(&c).unwrap();
+    assert_landed(&s, &c);
+    std::thread::sleep(SETTLE);
+    let problems = fixtures::diff(&c, &s.messages(CHATGPT).unwrap());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let dot = s
+        .popup
+        .wait_for_reload(
+            "document.querySelector('[data-health=\"browser-ext:chatgpt\"]')?.dataset.status === 'green'",
+            Duration::from_secs(15),
+        );
+    assert!(
+        dot.is_ok(),
+        "the ChatGPT health dot is not green after a delivery"
+    );
 }
