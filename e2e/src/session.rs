@@ -117,10 +117,7 @@ impl Session {
     /// Turns the master kill switch on (capture paused) or off.
     pub fn set_kill_switch(&self, paused: bool) -> Result<()> {
         self.popup.reload()?;
-        self.popup.wait_for(
-            "!!document.querySelector('#kill-switch')",
-            Duration::from_secs(10),
-        )?;
+        self.wait_popup_rendered()?;
         self.set_checkbox("#kill-switch", paused)
     }
 
@@ -134,6 +131,7 @@ impl Session {
         loop {
             std::thread::sleep(Duration::from_millis(300));
             self.popup.reload()?;
+            self.wait_popup_rendered()?;
             let now = self.popup.wait_for(&format!("document.querySelector({sel_js}) ? [document.querySelector({sel_js}).checked] : null"), Duration::from_secs(5))?;
             if now[0] == json!(on) {
                 return Ok(());
@@ -144,11 +142,22 @@ impl Session {
         }
     }
 
+    /// Waits until the popup has rendered the worker's state once (its site list is built from it; before that
+    /// the static page shows defaults).
+    pub fn wait_popup_rendered(&self) -> Result<()> {
+        self.popup.wait_for(
+            "!!document.querySelector('[data-health]')",
+            Duration::from_secs(10),
+        )?;
+        Ok(())
+    }
+
     /// Popup's queue-length text.
     pub fn popup_queue_length(&self) -> Result<String> {
         self.popup.reload()?;
+        // The static page says 0 until the worker answered: wait for the first render (it builds the site list).
         let v = self.popup.wait_for(
-            "document.querySelector('#queue-length')?.textContent ?? ''",
+            "document.querySelector('[data-health]') ? document.querySelector('#queue-length')?.textContent ?? '' : ''",
             Duration::from_secs(5),
         )?;
         Ok(v.as_str().unwrap_or_default().to_string())

@@ -237,10 +237,24 @@ fn relay_outage_and_worker_termination_lose_nothing() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    let old_worker = s.browser.extension_worker_target().unwrap().unwrap()["targetId"].clone();
     s.terminate_worker().unwrap();
+    // The popup opening wakes a new worker, which still holds the queue (it was persisted, not in a global).
+    let queued = s.queue_len().unwrap();
+    let new_worker = s
+        .browser
+        .extension_worker_target()
+        .unwrap()
+        .map(|t| t["targetId"].clone());
+    assert!(
+        new_worker.is_some() && new_worker.as_ref() != Some(&old_worker),
+        "no fresh worker after termination"
+    );
+    assert!(
+        queued >= 4,
+        "the new worker shows {queued} queued turns; 4 were queued before it was terminated"
+    );
     s.relay.restart().unwrap();
-    // The worker comes back on the next event (the popup opening, a page); the persisted queue is delivered.
-    s.popup.reload().unwrap();
     let problems = s.wait_landed(&short, Duration::from_secs(60)).unwrap();
     assert!(
         problems.is_empty(),
