@@ -82,16 +82,47 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
         && !dir.as_os_str().is_empty()
         && !dir.exists()
     {
-        std::fs::create_dir_all(dir).map_err(|source| DbError::CreateDir {
+        create_private_dir(dir).map_err(|source| DbError::CreateDir {
             path: dir.to_path_buf(),
             source,
         })?;
     }
+    let existed = path.exists();
     let mut conn = Connection::open(path)?;
+    if !existed {
+        // The corpus is private: owner-only. SQLite gives the -wal/-shm files the same mode.
+        make_private(path);
+    }
     configure(&conn)?;
     migrations::apply(&mut conn)?;
     ensure_relay_id(&conn)?;
     Ok(conn)
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+fn make_private(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            tracing::warn!(error = %e, "cannot make the corpus file owner-only");
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 /// Open a second connection to an already-migrated corpus (no migration check beyond the version read).
@@ -226,6 +257,21 @@ mod tests {
         // Re-opening keeps the version and the relay id.
         let conn = open(&path).unwrap();
         assert_eq!(relay_id(&conn).unwrap(), id1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_corpus_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("private/corpus.db");
+        let conn = open(&path).unwrap();
+        conn.execute_batch("CREATE TEMP TABLE t(x); INSERT INTO relay_meta VALUES ('k', 'v');")
+            .unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert_eq!(mode(&dir.path().join("private/corpus.db-wal")), 0o600);
     }
 
     #[test]
