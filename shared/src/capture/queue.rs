@@ -57,13 +57,9 @@ pub struct QueuedItem {
     pub attempts: u32,
     /// The observation, serialised once when queued (what is POSTed, byte for byte).
     pub json: String,
-}
-
-/// An item the relay rejected: resending it unchanged would not help, so it is kept aside, not retried.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HeldItem {
-    pub item: QueuedItem,
-    pub error: ApiError,
+    /// Set when the relay rejected the item: it then sits in `held` (resending it unchanged would not help).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ApiError>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -87,8 +83,9 @@ pub struct LastError {
 pub struct QueueState {
     #[serde(default)]
     pub items: Vec<QueuedItem>,
+    /// Items the relay rejected, kept aside and not retried.
     #[serde(default)]
-    pub held: Vec<HeldItem>,
+    pub held: Vec<QueuedItem>,
     #[serde(default)]
     pub next_id: u64,
     /// Items the relay acknowledged (stored or duplicate), ever.
@@ -172,7 +169,7 @@ impl QueueState {
 
     fn total_bytes(&self) -> usize {
         self.items.iter().map(|i| i.bytes).sum::<usize>()
-            + self.held.iter().map(|h| h.item.bytes).sum::<usize>()
+            + self.held.iter().map(|h| h.bytes).sum::<usize>()
     }
 
     pub fn near_full(&self, cfg: &QueueConfig) -> bool {
@@ -203,6 +200,7 @@ impl QueueState {
                 bytes: size,
                 attempts: 0,
                 json,
+                error: None,
             });
             accepted.push(true);
         }
@@ -286,14 +284,12 @@ impl QueueState {
             .into_iter()
             .partition(|i| ids.contains(&i.id));
         self.items = kept;
-        for item in held {
+        for mut item in held {
             applied
                 .rejected
                 .push((item.surface.clone(), error.code.clone()));
-            self.held.push(HeldItem {
-                item,
-                error: error.clone(),
-            });
+            item.error = Some(error.clone());
+            self.held.push(item);
         }
     }
 
@@ -538,7 +534,7 @@ mod tests {
         assert_eq!(q.items.len(), 1);
         assert_eq!(q.items[0].id, 4);
         assert_eq!(q.held.len(), 1);
-        assert_eq!(q.held[0].item.id, 3);
+        assert_eq!(q.held[0].id, 3);
         assert_eq!(applied.retry_in_ms, Some(0));
     }
 
@@ -709,7 +705,7 @@ mod tests {
             let mut n = 0usize;
             let mut acked: u64 = 0;
             for s in steps {
-                let before: Vec<u64> = q.items.iter().map(|i| i.id).chain(q.held.iter().map(|h| h.item.id)).collect();
+                let before: Vec<u64> = q.items.iter().map(|i| i.id).chain(q.held.iter().map(|h| h.id)).collect();
                 let mut removed_ok: Vec<u64> = Vec::new();
                 match s {
                     Step::Enqueue(k) => { q.enqueue((n..n + k).map(obs).collect(), &cfg); n += k; }
@@ -740,7 +736,7 @@ mod tests {
                         }
                     }
                 }
-                let after: Vec<u64> = q.items.iter().map(|i| i.id).chain(q.held.iter().map(|h| h.item.id)).collect();
+                let after: Vec<u64> = q.items.iter().map(|i| i.id).chain(q.held.iter().map(|h| h.id)).collect();
                 for id in &before {
                     prop_assert!(after.contains(id) || removed_ok.contains(id), "item {} vanished", id);
                 }
