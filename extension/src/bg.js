@@ -462,6 +462,38 @@ async function debugInfo() {
 // Test hook (see TESTING.md): `await globalThis.__personkitDebug()` in the worker.
 globalThis.__personkitDebug = debugInfo;
 
+// Benchmark hook (see TESTING.md): the same 4 KB turn as `shared/benches/capture_turn.rs`, through the same
+// `capture` entry point, with fresh state (nothing is queued or persisted).
+function benchTurn(i) {
+  let s = `Turn ${i}: here is how I set up the service.\n\n`;
+  while (s.length < 4096 - 200) {
+    s += 'The deployment reads its settings from the environment and retries with backoff.\n';
+    s += '    fn main() { let x = compute(42); println!("{x}"); }\n';
+    s += '- first item of a list\n- second item with `inline code`\n';
+  }
+  s += 'export API_KEY="sk-proj-abcdefghijklmnopqrstuvwx"\n';
+  return s.slice(0, 4096);
+}
+
+globalThis.__personkitBench = async (n = 300) => {
+  await ready;
+  const texts = Array.from({ length: n }, (_, i) => benchTurn(i));
+  const t0 = performance.now();
+  let sink = 0;
+  texts.forEach((text, i) => {
+    const input = JSON.stringify({
+      url: 'https://chatgpt.com/c/bench',
+      turns: [{ role: 'assistant', text, message_key: `k${i}` }],
+      device_id: 'bench',
+      app_version: 'bench',
+      captured_at: '2026-11-22T10:00:00Z',
+    });
+    sink += core.capture(input).length;
+  });
+  const us = ((performance.now() - t0) * 1000) / n;
+  return { n, usPerTurn: us, sink };
+};
+
 function broadcast() {
   chrome.tabs.query({}).then(
     (tabs) => {

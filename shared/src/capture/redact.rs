@@ -24,48 +24,126 @@ const USER_SIZE_LIMIT: usize = 1 << 20;
 struct Rule {
     kind: &'static str,
     re: Regex,
+    scope: Option<&'static Scope>,
 }
 
+/// Where a built-in rule runs. The regex engine is built without its performance features (to keep the wasm
+/// small), so every search is a PikeVM scan: a built-in rule runs only on the lines (or the text) containing
+/// one of its literal needles, found with a plain substring search. User patterns run on the whole text.
+#[derive(Debug)]
+struct Scope {
+    /// The rule cannot match unless one of these occurs.
+    needles: &'static [&'static str],
+    /// Compare needles ignoring ASCII case.
+    ci: bool,
+    /// The rule matches within one line: run it on each line that holds a needle, not on the whole text.
+    lines: bool,
+}
+
+const fn scope(needles: &'static [&'static str], ci: bool, lines: bool) -> Scope {
+    Scope { needles, ci, lines }
+}
+
+static PEM: Scope = scope(&["-----BEGIN "], false, false);
+static PEM_KEY: Scope = scope(&["PRIVATE KEY-----"], false, false);
+static PRIVATE_KEY: Scope = scope(&["\"private_key"], false, true);
+static GITHUB_PAT: Scope = scope(&["github_pat_"], false, true);
+static GITHUB: Scope = scope(&["ghp_", "gho_", "ghu_", "ghs_", "ghr_"], false, true);
+static OPENAI: Scope = scope(&["sk-"], false, true);
+static SLACK: Scope = scope(&["xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"], false, true);
+static AWS: Scope = scope(
+    &[
+        "AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA",
+    ],
+    false,
+    true,
+);
+static JWT: Scope = scope(&["eyJ"], false, true);
+static AUTHORIZATION: Scope = scope(&["authorization"], true, true);
+static BEARER: Scope = scope(&["bearer"], true, true);
+static AWS_SECRET: Scope = scope(&["secret"], true, true);
+static ENV_UPPER: Scope = scope(
+    &[
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASS",
+        "PWD",
+        "CREDENTIAL",
+        "AUTH",
+    ],
+    false,
+    true,
+);
+static ENV_LOWER: Scope = scope(&["key", "secret", "token", "passw"], true, true);
+
 /// The built-in rules, in the order they run.
-const BUILTIN: &[(&str, &str)] = &[
+const BUILTIN: &[(&str, &str, &Scope)] = &[
     // PEM blocks, terminated; then an unterminated private key runs to the end of the text.
     (
         "pem",
         r"-----BEGIN [A-Z0-9 ]{1,64}-----(?s:.)*?-----END [A-Z0-9 ]{1,64}-----",
+        &PEM,
     ),
-    ("pem", r"-----BEGIN [A-Z0-9 ]{0,64}PRIVATE KEY-----(?s:.)*"),
+    (
+        "pem",
+        r"-----BEGIN [A-Z0-9 ]{0,64}PRIVATE KEY-----(?s:.)*",
+        &PEM_KEY,
+    ),
     // Service-account style JSON.
-    ("private_key", r#""private_key(?:_id)?"\s*:\s*"([^"]+)""#),
-    ("github_token", r"\bgithub_pat_[A-Za-z0-9_]{20,255}"),
-    ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{20,255}\b"),
-    ("openai_key", r"\bsk-[A-Za-z0-9][A-Za-z0-9_-]{15,}"),
-    ("slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    (
+        "private_key",
+        r#""private_key(?:_id)?"\s*:\s*"([^"]+)""#,
+        &PRIVATE_KEY,
+    ),
+    (
+        "github_token",
+        r"\bgithub_pat_[A-Za-z0-9_]{20,255}",
+        &GITHUB_PAT,
+    ),
+    (
+        "github_token",
+        r"\bgh[pousr]_[A-Za-z0-9]{20,255}\b",
+        &GITHUB,
+    ),
+    ("openai_key", r"\bsk-[A-Za-z0-9][A-Za-z0-9_-]{15,}", &OPENAI),
+    ("slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}", &SLACK),
     (
         "aws_key",
         r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",
+        &AWS,
     ),
     (
         "jwt",
         r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        &JWT,
     ),
     (
         "bearer",
         r"(?i-u:authorization)\s*:\s*(?i-u:bearer|token|basic)\s+([A-Za-z0-9._~+/=-]{6,})",
+        &AUTHORIZATION,
     ),
-    ("bearer", r"\b(?i-u:bearer)\s+([A-Za-z0-9._~+/-]{20,}=*)"),
+    (
+        "bearer",
+        r"\b(?i-u:bearer)\s+([A-Za-z0-9._~+/-]{20,}=*)",
+        &BEARER,
+    ),
     (
         "aws_secret",
         r#"(?i-u:aws_?secret_?access_?key)["']?\s*[=:]\s*["']?([A-Za-z0-9/+=]{40})"#,
+        &AWS_SECRET,
     ),
     // Env-style assignments with an UPPER_CASE name: quoted or unquoted value.
     (
         "env",
         r#"\b(?:[A-Z0-9]+_)*(?:KEY|APIKEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|PASS|CREDENTIALS?|AUTH)(?:_[A-Z0-9]+)*["']?\s*[=:]\s*(?:"([^"\n]+)"|'([^'\n]+)'|([^\s"'`,;]+))"#,
+        &ENV_UPPER,
     ),
     // lower/mixed-case names of the obvious kinds: quoted values, or unquoted values with a digit in them.
     (
         "env",
         r#"\b(?i-u:(?:[a-z0-9]+_)*(?:api_?key|secret(?:_?key)?|access_?token|auth_?token|refresh_?token|token|passw(?:or)?d|client_?secret|private_?key))["']?\s*[=:]\s*(?:"([^"\n]{4,})"|'([^'\n]{4,})'|([A-Za-z0-9_./+=-]*[0-9][A-Za-z0-9_./+=-]*))"#,
+        &ENV_LOWER,
     ),
 ];
 
@@ -74,7 +152,13 @@ fn builtin_rules() -> &'static [Rule] {
     RULES.get_or_init(|| {
         BUILTIN
             .iter()
-            .filter_map(|(kind, p)| Regex::new(p).ok().map(|re| Rule { kind, re }))
+            .filter_map(|(kind, p, scope)| {
+                Regex::new(p).ok().map(|re| Rule {
+                    kind,
+                    re,
+                    scope: Some(*scope),
+                })
+            })
             .collect()
     })
 }
@@ -168,16 +252,16 @@ impl Redactor {
         let mut segs = split_markers(text);
         let rules = builtin_rules()
             .iter()
-            .map(|r| (r.kind, &r.re))
-            .chain(self.user.iter().map(|re| ("custom", re)));
+            .map(|r| (r.kind, &r.re, r.scope))
+            .chain(self.user.iter().map(|re| ("custom", re, None)));
         let rules: Vec<_> = rules.collect();
         loop {
             let mut changed = false;
-            for (kind, re) in &rules {
+            for (kind, re, scope) in &rules {
                 let mut next = Vec::with_capacity(segs.len());
                 for seg in segs {
                     match seg {
-                        Seg::Text(t) => changed |= apply(kind, re, &t, &mut next),
+                        Seg::Text(t) => changed |= apply_scoped(kind, re, *scope, &t, &mut next),
                         m => next.push(m),
                     }
                 }
@@ -201,7 +285,7 @@ impl Redactor {
 fn split_markers(text: &str) -> Vec<Seg> {
     let mut segs = Vec::new();
     let mut last = 0;
-    if let Some(re) = marker_re() {
+    if let Some(re) = marker_re().as_ref().filter(|_| text.contains("[REDACTED:")) {
         for m in re.find_iter(text) {
             if m.start() > last {
                 segs.push(Seg::Text(text[last..m.start()].to_owned()));
@@ -216,6 +300,59 @@ fn split_markers(text: &str) -> Vec<Seg> {
     segs
 }
 
+fn has_needle(text: &str, scope: &Scope) -> bool {
+    if scope.ci {
+        let hay = text.as_bytes();
+        scope.needles.iter().any(|n| {
+            let n = n.as_bytes();
+            hay.len() >= n.len() && hay.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
+        })
+    } else {
+        scope.needles.iter().any(|n| text.contains(n))
+    }
+}
+
+/// Append plain text, merging it into a plain segment just before it.
+fn push_text(out: &mut Vec<Seg>, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    if let Some(Seg::Text(prev)) = out.last_mut() {
+        prev.push_str(text);
+    } else {
+        out.push(Seg::Text(text.to_owned()));
+    }
+}
+
+/// Apply one rule to one plain segment, within its scope; returns whether anything was replaced.
+fn apply_scoped(
+    kind: &str,
+    re: &Regex,
+    scope: Option<&Scope>,
+    text: &str,
+    out: &mut Vec<Seg>,
+) -> bool {
+    let Some(scope) = scope else {
+        return apply(kind, re, text, out);
+    };
+    if !has_needle(text, scope) {
+        push_text(out, text);
+        return false;
+    }
+    if !scope.lines {
+        return apply(kind, re, text, out);
+    }
+    let mut changed = false;
+    for line in text.split_inclusive('\n') {
+        if has_needle(line, scope) {
+            changed |= apply(kind, re, line, out);
+        } else {
+            push_text(out, line);
+        }
+    }
+    changed
+}
+
 /// Apply one rule to one plain segment; returns whether anything was replaced.
 fn apply(kind: &str, re: &Regex, text: &str, out: &mut Vec<Seg>) -> bool {
     let mut last = 0;
@@ -226,16 +363,12 @@ fn apply(kind: &str, re: &Regex, text: &str, out: &mut Vec<Seg>) -> bool {
         if span.start() == span.end() || span.start() < last {
             continue;
         }
-        if span.start() > last {
-            out.push(Seg::Text(text[last..span.start()].to_owned()));
-        }
+        push_text(out, &text[last..span.start()]);
         out.push(Seg::Marker(format!("[REDACTED:{kind}]")));
         last = span.end();
         changed = true;
     }
-    if last < text.len() {
-        out.push(Seg::Text(text[last..].to_owned()));
-    }
+    push_text(out, &text[last..]);
     changed
 }
 

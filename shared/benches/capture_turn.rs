@@ -1,0 +1,55 @@
+//! Per-turn cost of the capture core, natively: normalise + redact + hash + dedupe + enqueue of a 4 KB turn
+//! through `capture::api::capture` (the same entry point the extension's worker calls through WASM), reported as
+//! a ratio against a baseline measured in the same run (the content hash of the same text alone).
+//! Run: `cargo bench -p personkit-shared --bench capture_turn`. The in-browser figure comes from the worker's
+//! `__personkitBench(n)` hook (extension/TESTING.md) on the same input.
+
+use std::time::Instant;
+
+use personkit_shared::capture::api;
+use personkit_shared::wire::Role;
+
+/// The same 4 KB turn the worker's bench hook builds: prose, a code block, a list, and one secret.
+fn turn(i: usize) -> String {
+    let mut s = format!("Turn {i}: here is how I set up the service.\n\n");
+    while s.len() < 4096 - 200 {
+        s.push_str("The deployment reads its settings from the environment and retries with backoff.\n");
+        s.push_str("    fn main() { let x = compute(42); println!(\"{x}\"); }\n");
+        s.push_str("- first item of a list\n- second item with `inline code`\n");
+    }
+    s.push_str("export API_KEY=\"sk-proj-abcdefghijklmnopqrstuvwx\"\n");
+    s.truncate(4096);
+    s
+}
+
+fn main() {
+    let n: usize = std::env::var("BENCH_TURNS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let texts: Vec<String> = (0..n).map(turn).collect();
+
+    let t = Instant::now();
+    let mut sink = 0usize;
+    for text in &texts {
+        sink += personkit_shared::content_hash(text, Role::Assistant).len();
+    }
+    let baseline = t.elapsed().as_secs_f64() / n as f64;
+
+    let t = Instant::now();
+    for (i, text) in texts.iter().enumerate() {
+        let input = serde_json::json!({
+            "url": "https://chatgpt.com/c/bench",
+            "turns": [{"role": "assistant", "text": text, "message_key": format!("k{i}")}],
+            "device_id": "bench",
+            "app_version": "bench",
+            "captured_at": "2026-11-22T10:00:00Z",
+        })
+        .to_string();
+        sink += api::capture(&input).map(|s| s.len()).unwrap_or(0);
+    }
+    let core = t.elapsed().as_secs_f64() / n as f64;
+    println!(
+        "capture_turn (4 KB, native): {:.1} us/turn; baseline content_hash {:.1} us/turn; ratio {:.1}x  [n={n}, sink={sink}]",
+        core * 1e6,
+        baseline * 1e6,
+        core / baseline
+    );
+}
