@@ -207,3 +207,65 @@ fn relay_pairs_through_the_counting_proxy() {
         http::request("GET", &format!("{}/v1/health", proxy.url()), None, None, t).unwrap();
     assert_eq!(health.status, 200);
 }
+
+/// The fixture files are consistent: every case parses (unknown keys are refused), is served from one of the
+/// mapped hosts at a path carrying its first conversation id, signals the end of its script, and no two cases
+/// share a conversation (their turns would be mixed in the corpus).
+#[test]
+fn fixture_files_are_consistent() {
+    let mut ids = std::collections::HashSet::new();
+    let mut all = Vec::new();
+    for s in SURFACES {
+        all.extend(fixtures::cases(s).unwrap());
+    }
+    for name in [
+        "scenarios/chatgpt_delayed",
+        "scenarios/chatgpt_custom_pattern",
+    ] {
+        all.push(personkit_e2e::session::Session::scenario_case(name).unwrap());
+    }
+    for case in &all {
+        let e = &case.expected;
+        assert!(
+            personkit_e2e::SITE_HOSTS.contains(&e.host.as_str()),
+            "{}: unmapped host {}",
+            case.name,
+            e.host
+        );
+        assert!(
+            e.surface.starts_with("browser-ext:"),
+            "{}: surface {}",
+            case.name,
+            e.surface
+        );
+        assert!(
+            e.path.ends_with(&e.conversations[0].id),
+            "{}: path {} vs id {}",
+            case.name,
+            e.path,
+            e.conversations[0].id
+        );
+        let page = std::fs::read_to_string(case.page()).unwrap();
+        assert!(
+            page.contains("/__e2e/fixture.js") && page.contains("FX.done()"),
+            "{}: page lacks the fixture lib",
+            case.name
+        );
+        for c in &e.conversations {
+            assert!(
+                ids.insert(c.id.clone()),
+                "{}: conversation id {} used twice",
+                case.name,
+                c.id
+            );
+            assert!(!c.turns.is_empty(), "{}: no turns", case.name);
+        }
+        if e.known_failure {
+            assert!(
+                e.known_failure_reason.is_some(),
+                "{}: known_failure without a reason",
+                case.name
+            );
+        }
+    }
+}
