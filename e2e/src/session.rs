@@ -127,9 +127,9 @@ impl Session {
             "(() => {{ const el = document.querySelector({sel_js}); if (el.checked !== {on}) el.click(); return true; }})()"
         ))?;
         // The popup stores the setting asynchronously; wait until a reload shows it.
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(8);
         loop {
-            std::thread::sleep(Duration::from_millis(300));
+            std::thread::sleep(Duration::from_millis(1000));
             self.popup.reload()?;
             self.wait_popup_rendered()?;
             let now = self.popup.wait_for(&format!("document.querySelector({sel_js}) ? [document.querySelector({sel_js}).checked] : null"), Duration::from_secs(5))?;

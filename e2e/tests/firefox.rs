@@ -1,5 +1,6 @@
 //! Firefox ESR end to end: the built `dist/firefox` installed as a temporary add-on through geckodriver, paired
-//! through its popup against the real relay, and the ChatGPT short conversation captured exactly as expected.
+//! through its popup against the real relay, and three fixture cases (ChatGPT short and streaming, Claude long)
+//! captured exactly as expected.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ fn set_value(ff: &Firefox, sel: &str, value: &str) {
 }
 
 #[test]
-fn firefox_captures_chatgpt_short() {
+fn firefox_captures_chatgpt_and_claude() {
     let dist = personkit_e2e::dist_dir("firefox").unwrap();
     let manifest: Value =
         serde_json::from_str(&std::fs::read_to_string(dist.join("manifest.json")).unwrap())
@@ -60,50 +61,66 @@ fn firefox_captures_chatgpt_short() {
         Duration::from_secs(20),
     )
     .unwrap_or_else(|e| panic!("{e:#}; relay log:\n{}", relay.log()));
-    ff.open_extension_page(&ff.popup_url()).unwrap();
-    ff.wait_for(
-        "return !!document.querySelector('input[data-surface=\"browser-ext:chatgpt\"]')",
-        Duration::from_secs(10),
-    )
-    .unwrap();
-    ff.exec("const el = document.querySelector('input[data-surface=\"browser-ext:chatgpt\"]'); if (!el.checked) el.click(); return true;")
+    for surface in ["browser-ext:chatgpt", "browser-ext:claude"] {
+        let sel = json!(format!("input[data-surface=\"{surface}\"]"));
+        ff.open_extension_page(&ff.popup_url()).unwrap();
+        ff.wait_for(
+            &format!("return !!document.querySelector({sel})"),
+            Duration::from_secs(10),
+        )
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    ff.open_extension_page(&ff.popup_url()).unwrap();
-    let on = ff
-        .wait_for("return document.querySelector('input[data-surface=\"browser-ext:chatgpt\"]') ? [document.querySelector('input[data-surface=\"browser-ext:chatgpt\"]').checked] : null", Duration::from_secs(10))
+        ff.exec(&format!(
+            "const el = document.querySelector({sel}); if (!el.checked) el.click(); return true;"
+        ))
         .unwrap();
-    assert_eq!(on, json!([true]), "the ChatGPT toggle did not stick");
-
-    // The fixture under chatgpt.com (forceResolve maps the name to 127.0.0.1; the port is the fixture server's).
-    let case = fixtures::cases("chatgpt")
-        .unwrap()
-        .into_iter()
-        .find(|c| c.name == "chatgpt/short")
-        .unwrap();
-    server.route(&case.expected.path, case.page());
-    ff.navigate(&format!(
-        "https://{}:{}{}",
-        case.expected.host, server.port, case.expected.path
-    ))
-    .unwrap();
-    ff.wait_for(
-        "return document.documentElement.dataset.fixtureDone === '1'",
-        Duration::from_secs(15),
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !fixtures::diff(&case, &relay.messages(&case.expected.surface).unwrap()).is_empty()
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(500));
+        // Let the popup's message reach the background page before this page is navigated away.
+        std::thread::sleep(Duration::from_millis(1500));
+        ff.open_extension_page(&ff.popup_url()).unwrap();
+        let on = ff
+            .wait_for(
+                &format!("return document.querySelector('[data-health]') && document.querySelector({sel}) ? [document.querySelector({sel}).checked] : null"),
+                Duration::from_secs(10),
+            )
+            .unwrap();
+        assert_eq!(on, json!([true]), "the {surface} toggle did not stick");
     }
-    std::thread::sleep(Duration::from_secs(2)); // late duplicates would show up here
-    let problems = fixtures::diff(&case, &relay.messages(&case.expected.surface).unwrap());
+
+    // Fixtures under the real host names (forceResolve maps them to 127.0.0.1; the port is the fixture server's).
+    let mut failures = Vec::new();
+    for name in ["chatgpt/short", "chatgpt/streaming", "claude/long"] {
+        let (dir, _) = name.split_once('/').unwrap();
+        let case = fixtures::cases(dir)
+            .unwrap()
+            .into_iter()
+            .find(|c| c.name == name)
+            .unwrap();
+        server.route(&case.expected.path, case.page());
+        ff.navigate(&format!(
+            "https://{}:{}{}",
+            case.expected.host, server.port, case.expected.path
+        ))
+        .unwrap();
+        ff.wait_for(
+            "return document.documentElement.dataset.fixtureDone === '1'",
+            Duration::from_millis(case.expected.script_ms + 15_000),
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !fixtures::diff(&case, &relay.messages(&case.expected.surface).unwrap()).is_empty()
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        std::thread::sleep(Duration::from_secs(2)); // late duplicates or partials would show up here
+        let problems = fixtures::diff(&case, &relay.messages(&case.expected.surface).unwrap());
+        if !problems.is_empty() {
+            failures.push(format!("{name}:\n  - {}", problems.join("\n  - ")));
+        }
+    }
     assert!(
-        problems.is_empty(),
-        "Firefox capture of chatgpt/short:\n{}",
-        problems.join("\n")
+        failures.is_empty(),
+        "Firefox capture:\n{}",
+        failures.join("\n")
     );
     let badge = ff
         .exec("return document.querySelector('#personkit-badge')?.dataset.state ?? null")
