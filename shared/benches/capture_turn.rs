@@ -13,7 +13,9 @@ use personkit_shared::wire::Role;
 fn turn(i: usize) -> String {
     let mut s = format!("Turn {i}: here is how I set up the service.\n\n");
     while s.len() < 4096 - 200 {
-        s.push_str("The deployment reads its settings from the environment and retries with backoff.\n");
+        s.push_str(
+            "The deployment reads its settings from the environment and retries with backoff.\n",
+        );
         s.push_str("    fn main() { let x = compute(42); println!(\"{x}\"); }\n");
         s.push_str("- first item of a list\n- second item with `inline code`\n");
     }
@@ -23,7 +25,10 @@ fn turn(i: usize) -> String {
 }
 
 fn main() {
-    let n: usize = std::env::var("BENCH_TURNS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let n: usize = std::env::var("BENCH_TURNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
     let texts: Vec<String> = (0..n).map(turn).collect();
 
     let t = Instant::now();
