@@ -16,6 +16,7 @@
   const QUIET_MS = 600;
   const STREAM_RECHECK_MS = 600;
   const URL_POLL_MS = 500;
+  const MAX_DEFER_MS = 5000;
   // Reserved for the page-world channel (see header); never sent to the page except to our own injected script.
   const CHANNEL_ID = crypto.randomUUID();
   void CHANNEL_ID;
@@ -304,8 +305,17 @@
     if (streaming) schedule(STREAM_RECHECK_MS);
   }
 
+  // A page that never stops mutating (a clock, an animation) must not starve capture: after MAX_DEFER_MS of
+  // continuous postponing the pending read runs anyway (streaming markers still hold back unfinished replies).
+  let deferredSince = 0;
   function schedule(ms = QUIET_MS) {
-    if (timer) clearTimeout(timer);
+    const now = Date.now();
+    if (timer) {
+      if (now - deferredSince > MAX_DEFER_MS) return;
+      clearTimeout(timer);
+    } else {
+      deferredSince = now;
+    }
     timer = setTimeout(settle, ms);
   }
 
