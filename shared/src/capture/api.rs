@@ -94,30 +94,16 @@ fn call(input: &str) -> Result<Call> {
     Ok(serde_json::from_str(input)?)
 }
 
-/// Summary of a surface for the popup.
-#[derive(Debug, Serialize)]
-struct SurfaceInfo<'a> {
-    id: &'a str,
-    name: &'a str,
-    status: registry::Status,
-    hosts: &'a [String],
-}
-
-/// `[{id, name, status, hosts}]` for every registered surface.
+/// Every registered surface's registry entry, verbatim, as a JSON array (the popup reads id, name, status).
 pub fn surfaces() -> Result<String> {
-    let list: Vec<_> = Registry::builtin()
+    let entries: Vec<&str> = Registry::builtin()
         .surfaces()
-        .map(|s| SurfaceInfo {
-            id: &s.id,
-            name: &s.name,
-            status: s.status,
-            hosts: &s.hosts,
-        })
+        .map(|s| s.raw.as_str())
         .collect();
-    to_json(&list)
+    Ok(format!("[{}]", entries.join(",")))
 }
 
-/// Content-script match patterns for the manifest (used by `scripts/build-extension`).
+/// Content-script match patterns for the manifest (`scripts/build-extension` derives the same list from the JSON).
 pub fn match_patterns() -> Result<String> {
     to_json(&Registry::builtin().match_patterns())
 }
