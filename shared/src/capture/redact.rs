@@ -550,6 +550,22 @@ mod tests {
         }
 
         #[test]
+        fn idempotent_on_adversarial_mixtures(parts in proptest::collection::vec(prop_oneof![
+            Just("API_KEY"), Just("="), Just("\""), Just("'"), Just(" "), Just("\n"), Just("sk-"), Just("ghp_"),
+            Just("abcdefghijklmnopqrstu"), Just("0123456789"), Just("Bearer "), Just("Authorization: "),
+            Just("[REDACTED:env]"), Just("[REDACTED:"), Just("]"), Just("-----BEGIN PRIVATE KEY-----"),
+            Just("-----END PRIVATE KEY-----"), Just("eyJ"), Just("."), Just("password"), Just(":"), Just("_"),
+            Just("xoxb-"), Just("AKIA"), Just("\"private_key\""),
+        ], 0..40)) {
+            let text: String = parts.concat();
+            let (red, _) = Redactor::new(&["abc".to_owned(), "\\[".to_owned()]);
+            for r in [Redactor::builtin(), red] {
+                let once = r.redact(&text);
+                prop_assert_eq!(r.redact(&once), once.clone(), "input {:?}", text);
+            }
+        }
+
+        #[test]
         fn text_without_secrets_is_unchanged(words in proptest::collection::vec("[a-z]{1,10}", 0..30)) {
             let t = words.join(" ");
             prop_assert_eq!(r(&t), t);
