@@ -173,6 +173,7 @@ pub fn app(state: AppState) -> Router {
     let protected = Router::new()
         .route("/v1/observations", post(post_observations))
         .route("/v1/me/capture-health", get(get_capture_health))
+        .route("/v1/query", get(crate::search::http::get_query))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_device,

@@ -41,6 +41,35 @@ pub enum Command {
     /// Look into the corpus.
     #[command(subcommand)]
     Corpus(CorpusCommand),
+    /// Manage the local embedding model.
+    #[command(subcommand)]
+    Model(ModelCommand),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Install the default embedding model (all-MiniLM-L6-v2) from its hub, or from a folder with --from-dir.
+    Fetch(crate::search::cmd::ModelFetchArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Recall@1/5/10 of FTS, vector and hybrid retrieval on a LoCoMo JSON file.
+    Retrieval(crate::search::cmd::RetrievalArgs),
+    /// Query latency (FTS, vector, hybrid) on a deterministic synthetic corpus, and embedding throughput.
+    SearchLatency(crate::search::cmd::LatencyArgs),
+}
+
+/// A search command that opens the corpus.
+#[derive(Debug, Args)]
+pub struct WithDb<T: Args> {
+    #[command(flatten)]
+    pub db: DbArg,
+    #[command(flatten)]
+    pub args: T,
 }
 
 #[derive(Debug, Subcommand)]
@@ -61,6 +90,10 @@ pub enum CorpusCommand {
     Messages(MessagesArgs),
     /// Keyword search (FTS5 BM25) over current messages.
     Search(SearchArgs),
+    /// Hybrid search (words, meaning, entities, recency) over messages and events, with why each hit matched.
+    Query(WithDb<crate::search::cmd::QueryArgs>),
+    /// Embed pending messages and events with the configured embedder (interruptible; run again to resume).
+    Embed(WithDb<crate::search::cmd::EmbedArgs>),
 }
 
 /// `--db PATH` (env `PERSONKIT_DB`, default `~/.dotperson/corpus.db`).
@@ -230,6 +263,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Corpus(CorpusCommand::Surfaces(a)) => corpus_surfaces(a),
         Command::Corpus(CorpusCommand::Messages(a)) => corpus_messages(a),
         Command::Corpus(CorpusCommand::Search(a)) => corpus_search(a),
+        Command::Corpus(CorpusCommand::Query(a)) => {
+            crate::search::cmd::run_query(&a.db.path(), &a.args)
+        }
+        Command::Corpus(CorpusCommand::Embed(a)) => {
+            crate::search::cmd::run_embed(&a.db.path(), &a.args)
+        }
+        Command::Model(ModelCommand::Fetch(a)) => crate::search::cmd::run_model_fetch(&a),
+        Command::Bench(BenchCommand::Retrieval(a)) => crate::search::cmd::run_retrieval(&a),
+        Command::Bench(BenchCommand::SearchLatency(a)) => crate::search::cmd::run_latency(&a),
     }
 }
 
@@ -380,9 +422,13 @@ fn devices_revoke(a: RevokeArgs) -> anyhow::Result<()> {
 fn corpus_health(a: JsonArgs) -> anyhow::Result<()> {
     let conn = a.db.open_existing()?;
     let h = corpus::corpus_health(&conn, &a.db.path())?;
+    let search = crate::embed::health(&conn, Some(&a.db.path()));
     if a.json {
-        return print_json(&h);
+        let mut v = serde_json::to_value(&h)?;
+        v["search"] = serde_json::to_value(&search)?;
+        return print_json(&v);
     }
+    crate::search::render::print_health(&search);
     println!("corpus     {}", h.path);
     println!(
         "size       {:.1} MiB",

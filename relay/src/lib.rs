@@ -13,10 +13,12 @@ pub mod clock;
 pub mod config;
 pub mod corpus;
 pub mod db;
+pub mod embed;
 pub mod health;
 pub mod ingest;
 pub mod migrations;
 pub mod ratelimit;
+pub mod search;
 pub mod server;
 
 #[cfg(test)]

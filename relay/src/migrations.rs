@@ -16,11 +16,18 @@ pub struct Migration {
 }
 
 /// Every migration, in order. Versions are 1, 2, 3, ... without gaps.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init",
-    sql: include_str!("../migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init",
+        sql: include_str!("../migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_search",
+        sql: include_str!("../migrations/0002_search.sql"),
+    },
+];
 
 /// The schema version this build writes.
 pub fn latest_version() -> u32 {

@@ -58,6 +58,11 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the corpus at {}", config.db_path.display()))?;
     let clock = Clock::system();
     let state = AppState::new(db, config.api.clone(), clock.clone());
+    // Search: the embedder chosen by config/env, and its background worker (ingest never waits for it).
+    let embed_path = config.db_path.clone();
+    let embed_worker =
+        tokio::task::spawn_blocking(move || crate::search::http::start_background(&embed_path))
+            .await?;
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot listen on {addr}; is another relay running? try --addr 127.0.0.1:0")
     })?;
@@ -90,6 +95,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("server failed")?;
+    if let Some(w) = embed_worker {
+        tokio::task::spawn_blocking(move || w.stop()).await?;
+    }
     tracing::info!("relay stopped");
     Ok(())
 }

@@ -1,0 +1,150 @@
+//! Reciprocal rank fusion: pure, no I/O. Each signal gives a ranked list of keys; a key's fused score is
+//! `sum over signals of weight / (k + rank)` with 1-based ranks. Ties break on the number of signals that found
+//! the key, then on the best single rank, then on the key, so the order is deterministic.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+/// A retrieval signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Signal {
+    Fts,
+    Vector,
+    Entity,
+    Recency,
+}
+
+impl Signal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Fts => "fts",
+            Signal::Vector => "vector",
+            Signal::Entity => "entity",
+            Signal::Recency => "recency",
+        }
+    }
+}
+
+/// One signal's ranked candidates, best first, with the signal's own score (BM25, cosine, ...).
+#[derive(Debug, Clone)]
+pub struct Ranked<K> {
+    pub signal: Signal,
+    pub weight: f64,
+    pub items: Vec<(K, f64)>,
+}
+
+/// Where one signal put a fused key.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SignalRank {
+    /// 1-based rank within the signal's list.
+    pub rank: usize,
+    /// The signal's own score.
+    pub score: f64,
+}
+
+/// A fused result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fused<K> {
+    pub key: K,
+    pub score: f64,
+    /// Signals that found the key, in [`Signal`] order.
+    pub via: Vec<(Signal, SignalRank)>,
+}
+
+/// Fuses ranked lists with RRF constant `k` (60 is the usual default). A key listed twice by one signal counts at
+/// its best rank.
+pub fn rrf<K: Clone + Eq + std::hash::Hash + Ord>(lists: &[Ranked<K>], k: f64) -> Vec<Fused<K>> {
+    let mut acc: HashMap<K, Fused<K>> = HashMap::new();
+    for list in lists {
+        let mut seen = std::collections::HashSet::new();
+        for (i, (key, score)) in list.items.iter().enumerate() {
+            if !seen.insert(key) {
+                continue;
+            }
+            let rank = i + 1;
+            let e = acc.entry(key.clone()).or_insert_with(|| Fused {
+                key: key.clone(),
+                score: 0.0,
+                via: Vec::new(),
+            });
+            e.score += list.weight / (k + rank as f64);
+            e.via.push((
+                list.signal,
+                SignalRank {
+                    rank,
+                    score: *score,
+                },
+            ));
+        }
+    }
+    let mut out: Vec<Fused<K>> = acc.into_values().collect();
+    for f in out.iter_mut() {
+        f.via.sort_by_key(|(s, _)| *s);
+    }
+    let best = |f: &Fused<K>| {
+        f.via
+            .iter()
+            .map(|(_, r)| r.rank)
+            .min()
+            .unwrap_or(usize::MAX)
+    };
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.via.len().cmp(&a.via.len()))
+            .then(best(a).cmp(&best(b)))
+            .then(a.key.cmp(&b.key))
+    });
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn list(signal: Signal, keys: &[&'static str]) -> Ranked<&'static str> {
+        Ranked {
+            signal,
+            weight: 1.0,
+            items: keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (*k, 1.0 / (i + 1) as f64))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn two_signals_outrank_one() {
+        let out = rrf(
+            &[
+                list(Signal::Fts, &["a", "b", "c"]),
+                list(Signal::Vector, &["x", "y", "c"]),
+            ],
+            60.0,
+        );
+        assert_eq!(out[0].key, "c");
+        assert_eq!(out[0].via.len(), 2);
+        assert_eq!(out[0].via[0].0, Signal::Fts);
+        assert_eq!(out[0].via[0].1.rank, 3);
+    }
+
+    #[test]
+    fn duplicate_keys_count_once_at_best_rank() {
+        let out = rrf(&[list(Signal::Fts, &["a", "a", "b"])], 60.0);
+        assert_eq!(out.len(), 2);
+        assert!((out[0].score - 1.0 / 61.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn weights_scale_contributions() {
+        let mut v = list(Signal::Vector, &["v"]);
+        v.weight = 0.5;
+        let out = rrf(&[list(Signal::Fts, &["f"]), v], 60.0);
+        assert_eq!(out[0].key, "f");
+        assert!((out[1].score - 0.5 / 61.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,360 @@
+//! `personkit bench search-latency`: query latency on a deterministic synthetic corpus, and embedding
+//! throughput of the configured local model.
+//!
+//! The corpus: `n` messages in threads of 50, texts drawn from a fixed vocabulary with a per-thread topic, and
+//! 384-d unit vectors made from 256 topic centroids plus noise (a real model cannot embed a million texts on
+//! this machine in a benchmark's time; the vectors exercise the same tables and the same code). Everything comes
+//! from a seeded generator, so every run builds the same corpus. Rows go straight into the tables (this is not
+//! an ingest benchmark).
+
+use std::time::Instant;
+
+use rusqlite::{Connection, params};
+use serde::Serialize;
+
+use super::{Query, Weights};
+use crate::embed::store::{Kind, text_hash, vec_to_blob};
+use crate::embed::{EmbedError, Embedder};
+
+/// splitmix64: small, seeded, deterministic.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+    /// Approximately normal (sum of uniforms).
+    pub fn gauss(&mut self) -> f32 {
+        let s: f64 = (0..4)
+            .map(|_| (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+            .sum();
+        ((s - 2.0) * 1.732) as f32
+    }
+}
+
+const DIM: usize = 384;
+const TOPICS: usize = 256;
+const VOCAB: usize = 5000;
+
+fn word(i: usize) -> String {
+    const SYL: [&str; 16] = [
+        "ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ber", "dan", "gor", "hul", "jin", "pex",
+        "quo", "zed",
+    ];
+    let mut s = String::new();
+    let mut x = i + 17;
+    for _ in 0..3 {
+        s.push_str(SYL[x % 16]);
+        x /= 16;
+    }
+    s
+}
+
+struct Gen {
+    rng: Rng,
+    centroids: Vec<Vec<f32>>,
+}
+
+impl Gen {
+    fn new(seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let centroids = (0..TOPICS)
+            .map(|_| {
+                let mut v: Vec<f32> = (0..DIM).map(|_| rng.gauss()).collect();
+                crate::embed::l2_normalize(&mut v);
+                v
+            })
+            .collect();
+        Gen { rng, centroids }
+    }
+    fn text(&mut self, topic: usize, words: usize) -> String {
+        (0..words)
+            .map(|_| {
+                // Half the words come from the topic's own 40-word slice of the vocabulary (Zipf-ish), half at large.
+                if self.rng.below(2) == 0 {
+                    word((topic * 40 + self.rng.below(40).min(self.rng.below(40))) % VOCAB)
+                } else {
+                    word(self.rng.below(VOCAB))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+    fn vector(&mut self, topic: usize, noise: f32) -> Vec<f32> {
+        let c = &self.centroids[topic];
+        let mut v: Vec<f32> = c
+            .iter()
+            .map(|x| x + noise * self.rng.gauss() / (DIM as f32).sqrt())
+            .collect();
+        crate::embed::l2_normalize(&mut v);
+        v
+    }
+}
+
+/// The model key the synthetic vectors are stored under.
+pub const SYNTH_MODEL: &str = "synthetic:topics@1";
+
+/// Builds the synthetic corpus into an open (migrated) connection. Returns the number of messages.
+pub fn build_corpus(
+    conn: &mut Connection,
+    n: usize,
+    seed: u64,
+    progress: impl Fn(u64),
+) -> anyhow::Result<usize> {
+    let mut g = Gen::new(seed);
+    let now = super::now_rfc3339();
+    let base = time::OffsetDateTime::from_unix_timestamp(1_700_000_000)?;
+    let chunk = 5000;
+    let mut done = 0;
+    while done < n {
+        let tx = conn.transaction()?;
+        {
+            let mut th = tx.prepare_cached(
+                "INSERT OR IGNORE INTO threads (id, surface, conversation_id, title, first_seen_at, last_seen_at,
+                   origin_device, origin_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?5, 'bench', ?6)",
+            )?;
+            let mut msg = tx.prepare_cached(
+                "INSERT INTO messages (id, thread_id, role, content, content_hash, ordinal, position_key,
+                   occurred_at, captured_at, received_at, origin_device, origin_seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'o:' || ?6, ?7, ?7, ?8, 'bench', ?9)",
+            )?;
+            let mut vf = tx
+                .prepare_cached("INSERT INTO messages_vec_384(rowid, embedding) VALUES (?1, ?2)")?;
+            let mut vb = tx.prepare_cached(
+                "INSERT INTO messages_vbit_384(rowid, embedding) VALUES (?1, vec_quantize_binary(?2))",
+            )?;
+            let mut emb = tx.prepare_cached(
+                "INSERT OR IGNORE INTO embeddings (text_hash, model_id, model_version, dim, vector, created_at)
+                 VALUES (?1, 'synthetic:topics', '1', 384, ?2, ?3)",
+            )?;
+            let mut st = tx.prepare_cached(
+                "INSERT INTO search_vec_state (kind, pk, text_hash, model_key, dim) VALUES ('message', ?1, ?2, ?3, 384)",
+            )?;
+            for i in done..(done + chunk).min(n) {
+                let t = i / 50;
+                let topic = (t * 7919) % TOPICS;
+                let surface = [
+                    "browser-ext:chatgpt",
+                    "browser-ext:claude",
+                    "browser-ext:gemini",
+                ][t % 3];
+                let conv = format!("synth-{t}");
+                let tid = personkit_shared::ids::thread_id(surface, &conv)
+                    .hyphenated()
+                    .to_string();
+                let at = crate::clock::fmt_time(base + time::Duration::seconds((i as i64) * 60));
+                th.execute(params![
+                    tid,
+                    surface,
+                    conv,
+                    format!("synthetic thread {t}"),
+                    at,
+                    t as i64
+                ])?;
+                let role = if i % 2 == 0 {
+                    personkit_shared::wire::Role::User
+                } else {
+                    personkit_shared::wire::Role::Assistant
+                };
+                let words = 12 + g.rng.below(40);
+                let content = format!("{} #{i}", g.text(topic, words));
+                let hash = personkit_shared::ids::content_hash(&content, role);
+                let tuuid = personkit_shared::ids::thread_id(surface, &conv);
+                let id = personkit_shared::ids::message_id(&tuuid, &hash)
+                    .hyphenated()
+                    .to_string();
+                msg.execute(params![
+                    id,
+                    tid,
+                    role.as_str(),
+                    content,
+                    hash,
+                    (i % 50) as i64,
+                    at,
+                    now,
+                    i as i64
+                ])?;
+                let pk = tx.last_insert_rowid();
+                let v = g.vector(topic, 1.2);
+                let blob = vec_to_blob(&v);
+                vf.execute(params![pk, blob])?;
+                vb.execute(params![pk, blob])?;
+                let th_ = text_hash(&content);
+                emb.execute(params![th_, blob, now])?;
+                st.execute(params![pk, th_, SYNTH_MODEL])?;
+            }
+        }
+        tx.commit()?;
+        let step = chunk.min(n - done);
+        done += step;
+        progress(step as u64);
+    }
+    Ok(n)
+}
+
+/// A stand-in embedder for the synthetic corpus: maps a query text to the topic vector its words belong to.
+#[derive(Debug)]
+pub struct SynthEmbedder {
+    centroids: Vec<Vec<f32>>,
+}
+
+impl SynthEmbedder {
+    pub fn new(seed: u64) -> Self {
+        SynthEmbedder {
+            centroids: Gen::new(seed).centroids,
+        }
+    }
+}
+
+impl Embedder for SynthEmbedder {
+    fn kind(&self) -> &'static str {
+        "synthetic"
+    }
+    fn model_id(&self) -> &str {
+        "synthetic:topics"
+    }
+    fn model_version(&self) -> &str {
+        "1"
+    }
+    fn dim(&self) -> usize {
+        DIM
+    }
+    fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                // The query's topic is encoded as its first token `topicN`.
+                let topic = t
+                    .split_whitespace()
+                    .next()
+                    .and_then(|w| w.strip_prefix("topic"))
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .unwrap_or(0)
+                    % TOPICS;
+                self.centroids[topic].clone()
+            })
+            .collect())
+    }
+}
+
+/// Latency figures of one method.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub method: String,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+}
+
+/// Result of the latency benchmark.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyReport {
+    pub messages: usize,
+    pub queries: usize,
+    pub build_secs: f64,
+    pub results: Vec<Latency>,
+    /// Mean overlap of the top 10 of the bit+rescore path with exact float KNN.
+    pub bit_recall_at_10: f64,
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return 0.0;
+    }
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Runs `queries` queries per method against a built corpus.
+pub fn measure(
+    conn: &Connection,
+    queries: usize,
+    seed: u64,
+) -> anyhow::Result<(Vec<Latency>, f64)> {
+    let emb = SynthEmbedder::new(seed);
+    let mut g = Gen::new(seed ^ 0xABCD);
+    let qs: Vec<(usize, String)> = (0..queries)
+        .map(|_| {
+            let topic = g.rng.below(TOPICS);
+            (topic, g.text(topic, 4))
+        })
+        .collect();
+    let methods: [(&str, Weights); 3] = [
+        ("fts", Weights::FTS_ONLY),
+        ("vector", Weights::VECTOR_ONLY),
+        ("hybrid", Query::new("").weights),
+    ];
+    let mut out = Vec::new();
+    for (name, w) in methods {
+        let mut times = Vec::with_capacity(queries);
+        for (topic, words) in &qs {
+            let mut q = Query::new(format!("topic{topic} {words}"));
+            q.weights = w;
+            q.include_events = false;
+            let t = Instant::now();
+            let r = super::query(conn, Some(&emb), &q)?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            std::hint::black_box(r);
+        }
+        out.push(Latency {
+            method: name.into(),
+            p50_ms: pct(&mut times, 0.5),
+            p95_ms: pct(&mut times, 0.95),
+        });
+    }
+    // Exact float KNN, for latency and as the recall reference of the bit first pass.
+    let mut times = Vec::new();
+    let mut overlap = 0.0;
+    for (topic, _) in &qs {
+        let qv = &emb.centroids[*topic];
+        let t = Instant::now();
+        let exact = super::vector_candidates(conn, Kind::Message, SYNTH_MODEL, qv, 10, &[], true)?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        let fast = super::vector_candidates(conn, Kind::Message, SYNTH_MODEL, qv, 10, &[], false)?;
+        let top: std::collections::HashSet<i64> = exact.iter().take(10).map(|x| x.0).collect();
+        let got = fast.iter().take(10).filter(|x| top.contains(&x.0)).count();
+        overlap += got as f64 / top.len().max(1) as f64;
+    }
+    out.push(Latency {
+        method: "vector-exact-float".into(),
+        p50_ms: pct(&mut times, 0.5),
+        p95_ms: pct(&mut times, 0.95),
+    });
+    Ok((out, overlap / qs.len().max(1) as f64))
+}
+
+/// Embedding throughput of `embedder` on `n` deterministic texts: batched (the shipped path) and one text per
+/// call (the baseline), texts per second.
+pub fn embed_throughput(
+    embedder: &dyn Embedder,
+    n: usize,
+    seed: u64,
+) -> Result<(f64, f64), EmbedError> {
+    let mut g = Gen::new(seed);
+    let texts: Vec<String> = (0..n)
+        .map(|i| {
+            let words = 10 + g.rng.below(40);
+            g.text(i % TOPICS, words)
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let t = Instant::now();
+    for s in &refs {
+        embedder.embed_documents(&[s])?;
+    }
+    let single = n as f64 / t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    embedder.embed_documents(&refs)?;
+    let batched = n as f64 / t.elapsed().as_secs_f64();
+    Ok((batched, single))
+}

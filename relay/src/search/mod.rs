@@ -1,0 +1,665 @@
+//! `corpus_query`: hybrid retrieval over messages and events.
+//!
+//! Candidates come from up to four signals — FTS5 BM25, vector similarity (sign-bit first pass over
+//! `*_vbit_*`, rescored exactly with the float vectors), entity references (entity ids given by the caller or
+//! entity names/aliases found in the query text, matched as phrases) and recency (only when a time window is
+//! given: the pooled candidates ordered newest first) — and are fused with weighted reciprocal rank fusion
+//! ([`fusion::rrf`]). Every hit says which signals found it and where each ranked it.
+//!
+//! This module reads the corpus; it never writes (vectors are written by [`crate::embed::store`]).
+
+pub mod bench;
+pub mod cmd;
+pub mod fusion;
+pub mod http;
+pub mod latency;
+pub mod locomo;
+pub mod render;
+pub mod text;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use crate::embed::store::{Kind, blob_to_vec, vec_to_blob};
+use crate::embed::{EmbedError, Embedder};
+pub use fusion::{Signal, SignalRank};
+
+/// Errors of a query.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("database: {0}")]
+    Db(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error("{0}")]
+    BadRequest(String),
+}
+
+/// Now, in the corpus's stored time form.
+pub fn now_rfc3339() -> String {
+    crate::clock::fmt_time(time::OffsetDateTime::now_utc())
+}
+
+/// Which signals a query may use and how much each counts in the fusion.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Weights {
+    pub fts: f64,
+    pub vector: f64,
+    pub entity: f64,
+    pub recency: f64,
+}
+
+impl Weights {
+    /// Every signal at weight 1 (plain RRF).
+    pub const EQUAL: Weights = Weights {
+        fts: 1.0,
+        vector: 1.0,
+        entity: 1.0,
+        recency: 1.0,
+    };
+    pub const FTS_ONLY: Weights = Weights {
+        fts: 1.0,
+        vector: 0.0,
+        entity: 0.0,
+        recency: 0.0,
+    };
+    pub const VECTOR_ONLY: Weights = Weights {
+        fts: 0.0,
+        vector: 1.0,
+        entity: 0.0,
+        recency: 0.0,
+    };
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights::EQUAL
+    }
+}
+
+/// A query and its filters.
+#[derive(Debug, Clone, Serialize)]
+pub struct Query {
+    pub text: String,
+    pub k: usize,
+    pub surface: Option<String>,
+    /// Restrict to these threads (empty = all).
+    pub threads: Vec<String>,
+    pub role: Option<String>,
+    /// Inclusive lower bound on `occurred_at` (stored time form; see [`normalize_bound`]).
+    pub since: Option<String>,
+    /// Exclusive upper bound on `occurred_at`.
+    pub until: Option<String>,
+    /// Entity ids whose mentions count as a signal (aliases resolved).
+    pub entities: Vec<String>,
+    /// Search events as well as messages (events have no thread or role, so those filters exclude them).
+    pub include_events: bool,
+    pub weights: Weights,
+    /// RRF constant.
+    pub rrf_k: f64,
+    /// Candidates taken from each signal.
+    pub depth: usize,
+}
+
+impl Query {
+    pub fn new(text: impl Into<String>) -> Self {
+        Query {
+            text: text.into(),
+            k: 10,
+            surface: None,
+            threads: Vec::new(),
+            role: None,
+            since: None,
+            until: None,
+            entities: Vec::new(),
+            include_events: true,
+            weights: Weights::default(),
+            rrf_k: 60.0,
+            depth: 100,
+        }
+    }
+}
+
+/// Parses a time bound: RFC 3339, a date `YYYY-MM-DD`, or a span back from now (`7d`, `12h`).
+pub fn normalize_bound(s: &str) -> Result<String, SearchError> {
+    if let Some(t) = crate::clock::normalize_time(s) {
+        return Ok(t);
+    }
+    if s.len() == 10
+        && let Some(t) = crate::clock::normalize_time(&format!("{s}T00:00:00Z"))
+    {
+        return Ok(t);
+    }
+    if let Some(span) = crate::clock::parse_span(s) {
+        return Ok(crate::clock::fmt_time(
+            time::OffsetDateTime::now_utc() - span,
+        ));
+    }
+    Err(SearchError::BadRequest(format!(
+        "{s:?} is not a time: use RFC 3339 (2026-11-01T00:00:00Z), a date (2026-11-01) or a span back from now (7d)"
+    )))
+}
+
+/// One result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hit {
+    /// `message` or `event`.
+    pub kind: &'static str,
+    pub id: String,
+    pub thread_id: Option<String>,
+    pub thread_title: Option<String>,
+    pub surface: String,
+    pub role: Option<String>,
+    pub message_key: Option<String>,
+    pub occurred_at: Option<String>,
+    /// A window of the content with matched words wrapped in `**`.
+    pub snippet: String,
+    /// Fused score.
+    pub score: f64,
+    /// Signals that found this hit.
+    pub matched_via: Vec<Signal>,
+    /// Per-signal rank (1-based) and the signal's own score (BM25 as -rank, cosine similarity, ...).
+    pub signals: BTreeMap<Signal, SignalRank>,
+    #[serde(skip)]
+    pub content: String,
+}
+
+/// The answer to a query.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueryResult {
+    pub query: String,
+    /// The embedder model used for the vector signal, if any.
+    pub model: Option<String>,
+    /// Signals that ran.
+    pub signals_used: Vec<Signal>,
+    pub hits: Vec<Hit>,
+}
+
+/// Row metadata used for filtering and for hits.
+#[derive(Debug, Clone)]
+struct Meta {
+    id: String,
+    thread_id: Option<String>,
+    thread_title: Option<String>,
+    surface: String,
+    role: Option<String>,
+    message_key: Option<String>,
+    occurred_at: Option<String>,
+    content: String,
+}
+
+type Key = (u8, i64); // (0 = message | 1 = event, pk)
+
+fn kind_of(k: Key) -> Kind {
+    if k.0 == 0 { Kind::Message } else { Kind::Event }
+}
+
+struct Ctx<'a> {
+    conn: &'a Connection,
+    q: &'a Query,
+    meta: HashMap<Key, Option<Meta>>,
+}
+
+impl Ctx<'_> {
+    fn load(&mut self, key: Key) -> Result<Option<&Meta>, SearchError> {
+        if !self.meta.contains_key(&key) {
+            let m = match kind_of(key) {
+                Kind::Message => self
+                    .conn
+                    .prepare_cached(
+                        "SELECT m.id, m.thread_id, t.title, t.surface, m.role, m.message_key,
+                                COALESCE(m.occurred_at, m.captured_at), m.content
+                         FROM messages m JOIN threads t ON t.id = m.thread_id
+                         WHERE m.pk = ?1 AND m.is_current = 1",
+                    )?
+                    .query_row([key.1], |r| {
+                        Ok(Meta {
+                            id: r.get(0)?,
+                            thread_id: Some(r.get(1)?),
+                            thread_title: r.get(2)?,
+                            surface: r.get(3)?,
+                            role: Some(r.get(4)?),
+                            message_key: r.get(5)?,
+                            occurred_at: r.get(6)?,
+                            content: r.get(7)?,
+                        })
+                    })
+                    .optional()?,
+                Kind::Event => self
+                    .conn
+                    .prepare_cached(
+                        "SELECT id, source_surface, occurred_at, content, kind FROM events WHERE pk = ?1",
+                    )?
+                    .query_row([key.1], |r| {
+                        Ok(Meta {
+                            id: r.get(0)?,
+                            thread_id: None,
+                            thread_title: Some(format!("event: {}", r.get::<_, String>(4)?)),
+                            surface: r.get(1)?,
+                            role: None,
+                            message_key: None,
+                            occurred_at: Some(r.get(2)?),
+                            content: r.get(3)?,
+                        })
+                    })
+                    .optional()?,
+            };
+            self.meta.insert(key, m);
+        }
+        Ok(self.meta.get(&key).and_then(|m| m.as_ref()))
+    }
+
+    /// True when the row exists, is current and passes every filter.
+    fn passes(&mut self, key: Key) -> Result<bool, SearchError> {
+        let q = self.q;
+        let Some(m) = self.load(key)? else {
+            return Ok(false);
+        };
+        if let Some(s) = &q.surface
+            && &m.surface != s
+        {
+            return Ok(false);
+        }
+        if !q.threads.is_empty() && !m.thread_id.as_ref().is_some_and(|t| q.threads.contains(t)) {
+            return Ok(false);
+        }
+        if let Some(r) = &q.role
+            && m.role.as_ref() != Some(r)
+        {
+            return Ok(false);
+        }
+        if let Some(s) = &q.since
+            && m.occurred_at.as_deref().is_none_or(|o| o < s.as_str())
+        {
+            return Ok(false);
+        }
+        if let Some(u) = &q.until
+            && m.occurred_at.as_deref().is_none_or(|o| o >= u.as_str())
+        {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn kinds(&self) -> Vec<Kind> {
+        let q = self.q;
+        if q.include_events && q.threads.is_empty() && q.role.is_none() {
+            vec![Kind::Message, Kind::Event]
+        } else {
+            vec![Kind::Message]
+        }
+    }
+
+    /// Keeps the first `depth` candidates that pass the filters, re-ranked densely.
+    fn filter(&mut self, items: Vec<(Key, f64)>) -> Result<Vec<(Key, f64)>, SearchError> {
+        let mut out = Vec::new();
+        for (k, s) in items {
+            if out.len() >= self.q.depth {
+                break;
+            }
+            if self.passes(k)? {
+                out.push((k, s));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn key(kind: Kind, pk: i64) -> Key {
+    (if kind == Kind::Message { 0 } else { 1 }, pk)
+}
+
+fn merge_by_score(mut a: Vec<(Key, f64)>, b: Vec<(Key, f64)>) -> Vec<(Key, f64)> {
+    a.extend(b);
+    a.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    a
+}
+
+/// FTS5 candidates: a standalone `ORDER BY rank LIMIT n` subquery (so FTS5 can stop early), filters applied
+/// afterwards; when filters drop too many, a second, filter-joined pass. Scores are `-bm25` (higher is better).
+fn fts_signal(ctx: &mut Ctx<'_>, expr: &str) -> Result<Vec<(Key, f64)>, SearchError> {
+    let depth = ctx.q.depth;
+    let limit = if ctx.q.threads.is_empty() && ctx.q.surface.is_none() {
+        depth * 2
+    } else {
+        depth * 5
+    };
+    let mut all = Vec::new();
+    for kind in ctx.kinds() {
+        let table = if kind == Kind::Message {
+            "messages_fts"
+        } else {
+            "events_fts"
+        };
+        let sql = format!(
+            "SELECT f.pk, f.score FROM (SELECT rowid AS pk, rank AS score FROM {table}
+               WHERE {table} MATCH ?1 ORDER BY rank LIMIT ?2) AS f"
+        );
+        let rows: Vec<(Key, f64)> = ctx
+            .conn
+            .prepare_cached(&sql)?
+            .query_map(params![expr, limit as i64], |r| {
+                Ok((key(kind, r.get(0)?), -r.get::<_, f64>(1)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        let full = rows.len() == limit;
+        let mut kept = ctx.filter(rows)?;
+        if full && kept.len() < depth && kind == Kind::Message && !ctx.q.threads.is_empty() {
+            // The filter is selective: search inside the chosen threads directly.
+            let threads = serde_json::to_string(&ctx.q.threads).unwrap_or_else(|_| "[]".into());
+            let rows: Vec<(Key, f64)> = ctx
+                .conn
+                .prepare_cached(
+                    "SELECT messages_fts.rowid, messages_fts.rank FROM messages_fts
+                     JOIN messages m ON m.pk = messages_fts.rowid
+                     WHERE messages_fts MATCH ?1 AND m.thread_id IN (SELECT value FROM json_each(?2))
+                     ORDER BY messages_fts.rank LIMIT ?3",
+                )?
+                .query_map(params![expr, threads, (depth * 2) as i64], |r| {
+                    Ok((key(kind, r.get(0)?), -r.get::<_, f64>(1)?))
+                })?
+                .collect::<Result<_, _>>()?;
+            kept = ctx.filter(rows)?;
+        }
+        all = merge_by_score(all, kept);
+    }
+    all.truncate(depth);
+    Ok(all)
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(*x) * f64::from(*y))
+        .sum()
+}
+
+/// How many sign-bit candidates are rescored per wanted result.
+pub const BIT_OVERSAMPLE: usize = 8;
+
+/// Vector candidates for a query vector. With a thread filter, an exact scan of those threads' vectors;
+/// otherwise a sign-bit KNN first pass of `depth * BIT_OVERSAMPLE` rows, rescored with float cosine.
+/// Rows whose vector came from another model are skipped. Scores are cosine similarities.
+pub fn vector_candidates(
+    conn: &Connection,
+    kind: Kind,
+    model_key: &str,
+    qv: &[f32],
+    depth: usize,
+    threads: &[String],
+    exact: bool,
+) -> Result<Vec<(i64, f64)>, SearchError> {
+    let dim = qv.len();
+    crate::embed::check_dim(dim)?;
+    let blob = vec_to_blob(qv);
+    let mut scored: Vec<(i64, f64)> = if !threads.is_empty() && kind == Kind::Message {
+        let threads = serde_json::to_string(threads).unwrap_or_else(|_| "[]".into());
+        let sql = format!(
+            "SELECT m.pk, 1.0 - vec_distance_cosine(v.embedding, ?1) FROM messages m
+             JOIN search_vec_state s ON s.kind = 'message' AND s.pk = m.pk AND s.model_key = ?2
+             JOIN {} v ON v.rowid = m.pk
+             WHERE m.thread_id IN (SELECT value FROM json_each(?3)) AND m.is_current = 1",
+            kind.vec_table(dim)
+        );
+        conn.prepare_cached(&sql)?
+            .query_map(params![blob, model_key, threads], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<_, _>>()?
+    } else if exact {
+        let sql = format!(
+            "SELECT rowid, 1.0 - distance FROM {} WHERE embedding MATCH ?1 AND k = ?2",
+            kind.vec_table(dim)
+        );
+        let rows: Vec<(i64, f64)> = conn
+            .prepare_cached(&sql)?
+            .query_map(params![blob, (depth * 2) as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut keep = Vec::with_capacity(rows.len());
+        let mut st = conn.prepare_cached(
+            "SELECT 1 FROM search_vec_state WHERE kind = ?1 AND pk = ?2 AND model_key = ?3",
+        )?;
+        for (pk, s) in rows {
+            if st.exists(params![kind.as_str(), pk, model_key])? {
+                keep.push((pk, s));
+            }
+        }
+        keep
+    } else {
+        let sql = format!(
+            "SELECT rowid FROM {} WHERE embedding MATCH vec_quantize_binary(?1) AND k = ?2",
+            kind.bit_table(dim)
+        );
+        let pks: Vec<i64> = conn
+            .prepare_cached(&sql)?
+            .query_map(params![blob, (depth * BIT_OVERSAMPLE) as i64], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let (model_id, version) = model_key.rsplit_once('@').unwrap_or((model_key, ""));
+        let mut st = conn.prepare_cached(
+            "SELECT e.vector FROM search_vec_state s
+             JOIN embeddings e ON e.text_hash = s.text_hash AND e.model_id = ?3 AND e.model_version = ?4
+             WHERE s.kind = ?1 AND s.pk = ?2 AND s.model_key = ?5",
+        )?;
+        let mut out = Vec::with_capacity(pks.len());
+        for pk in pks {
+            if let Some(v) = st
+                .query_row(
+                    params![kind.as_str(), pk, model_id, version, model_key],
+                    |r| r.get::<_, Vec<u8>>(0),
+                )
+                .optional()?
+            {
+                out.push((pk, cosine(&blob_to_vec(&v), qv)));
+            }
+        }
+        out
+    };
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(scored)
+}
+
+fn vector_signal(
+    ctx: &mut Ctx<'_>,
+    embedder: &dyn Embedder,
+    qv: &[f32],
+) -> Result<Vec<(Key, f64)>, SearchError> {
+    let model_key = embedder.model_key();
+    let mut all = Vec::new();
+    let filtered = ctx.q.surface.is_some() || ctx.q.since.is_some() || ctx.q.until.is_some();
+    let depth = if filtered {
+        ctx.q.depth * 4
+    } else {
+        ctx.q.depth
+    };
+    for kind in ctx.kinds() {
+        let rows = vector_candidates(ctx.conn, kind, &model_key, qv, depth, &ctx.q.threads, false)?;
+        let rows = rows.into_iter().map(|(pk, s)| (key(kind, pk), s)).collect();
+        let kept = ctx.filter(rows)?;
+        all = merge_by_score(all, kept);
+    }
+    all.truncate(ctx.q.depth);
+    Ok(all)
+}
+
+/// Names and aliases of the given entity ids, plus entities whose name or alias appears in the query text.
+fn entity_names(conn: &Connection, q: &Query) -> Result<Vec<String>, SearchError> {
+    let mut ids: HashSet<String> = q.entities.iter().cloned().collect();
+    let words = text::words(&q.text);
+    // Phrases of 1-3 words from the query.
+    let mut phrases = Vec::new();
+    for n in 1..=3 {
+        for w in words.windows(n) {
+            phrases.push(w.join(" "));
+        }
+    }
+    {
+        let mut by_name = conn.prepare_cached("SELECT id FROM entities WHERE lower(name) = ?1")?;
+        let mut by_alias =
+            conn.prepare_cached("SELECT entity_id FROM entity_aliases WHERE lower(alias) = ?1")?;
+        for p in phrases.iter().filter(|p| p.len() >= 3) {
+            for id in by_name.query_map([p], |r| r.get::<_, String>(0))? {
+                ids.insert(id?);
+            }
+            for id in by_alias.query_map([p], |r| r.get::<_, String>(0))? {
+                ids.insert(id?);
+            }
+        }
+    }
+    let mut names = Vec::new();
+    let mut name_st = conn.prepare_cached("SELECT name FROM entities WHERE id = ?1")?;
+    let mut alias_st =
+        conn.prepare_cached("SELECT alias FROM entity_aliases WHERE entity_id = ?1")?;
+    for id in &ids {
+        if let Some(n) = name_st
+            .query_row([id], |r| r.get::<_, String>(0))
+            .optional()?
+        {
+            names.push(n);
+        }
+        for a in alias_st.query_map([id], |r| r.get::<_, String>(0))? {
+            names.push(a?);
+        }
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+fn entity_signal(ctx: &mut Ctx<'_>, names: &[String]) -> Result<Vec<(Key, f64)>, SearchError> {
+    let Some(expr) = text::fts_phrases(names) else {
+        return Ok(Vec::new());
+    };
+    fts_signal(ctx, &expr)
+}
+
+/// Runs a query. `embedder` is `None` for the `none` kind (or when the caller wants no vector signal).
+pub fn query(
+    conn: &Connection,
+    embedder: Option<&dyn Embedder>,
+    q: &Query,
+) -> Result<QueryResult, SearchError> {
+    if q.k == 0 || q.k > 1000 {
+        return Err(SearchError::BadRequest(
+            "k must be between 1 and 1000".into(),
+        ));
+    }
+    let mut ctx = Ctx {
+        conn,
+        q,
+        meta: HashMap::new(),
+    };
+    let terms = text::query_terms(&q.text);
+    let mut lists = Vec::new();
+    if q.weights.fts > 0.0
+        && let Some(expr) = text::fts_match(&terms)
+    {
+        lists.push(fusion::Ranked {
+            signal: Signal::Fts,
+            weight: q.weights.fts,
+            items: fts_signal(&mut ctx, &expr)?,
+        });
+    }
+    let mut model = None;
+    if q.weights.vector > 0.0
+        && let Some(e) = embedder
+        && !q.text.trim().is_empty()
+    {
+        let qv = e.embed_query(&q.text)?;
+        model = Some(e.model_key());
+        lists.push(fusion::Ranked {
+            signal: Signal::Vector,
+            weight: q.weights.vector,
+            items: vector_signal(&mut ctx, e, &qv)?,
+        });
+    }
+    if q.weights.entity > 0.0 {
+        let names = entity_names(conn, q)?;
+        if !names.is_empty() {
+            lists.push(fusion::Ranked {
+                signal: Signal::Entity,
+                weight: q.weights.entity,
+                items: entity_signal(&mut ctx, &names)?,
+            });
+        }
+    }
+    if q.weights.recency > 0.0 && (q.since.is_some() || q.until.is_some()) {
+        // Newest first among everything the other signals found (or, with no text, the window's newest rows).
+        let mut pool: Vec<Key> = lists
+            .iter()
+            .flat_map(|l| l.items.iter().map(|(k, _)| *k))
+            .collect();
+        if q.text.trim().is_empty() {
+            pool = recent_rows(&mut ctx)?;
+        }
+        pool.sort();
+        pool.dedup();
+        let mut dated: Vec<(Key, String)> = Vec::new();
+        for k in pool {
+            if let Some(m) = ctx.load(k)? {
+                dated.push((k, m.occurred_at.clone().unwrap_or_default()));
+            }
+        }
+        dated.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let items = dated
+            .into_iter()
+            .take(q.depth)
+            .map(|(k, t)| {
+                let secs = crate::clock::parse_time(&t).map_or(0.0, |t| t.unix_timestamp() as f64);
+                (k, secs)
+            })
+            .collect();
+        lists.push(fusion::Ranked {
+            signal: Signal::Recency,
+            weight: q.weights.recency,
+            items,
+        });
+    }
+    let signals_used = lists.iter().map(|l| l.signal).collect();
+    let fused = fusion::rrf(&lists, q.rrf_k);
+    let mut hits = Vec::new();
+    for f in fused.into_iter().take(q.k) {
+        let Some(m) = ctx.load(f.key)? else { continue };
+        hits.push(Hit {
+            kind: kind_of(f.key).as_str(),
+            id: m.id.clone(),
+            thread_id: m.thread_id.clone(),
+            thread_title: m.thread_title.clone(),
+            surface: m.surface.clone(),
+            role: m.role.clone(),
+            message_key: m.message_key.clone(),
+            occurred_at: m.occurred_at.clone(),
+            snippet: text::snippet(&m.content, &terms, 160, "**", "**"),
+            score: f.score,
+            matched_via: f.via.iter().map(|(s, _)| *s).collect(),
+            signals: f.via.into_iter().collect(),
+            content: m.content.clone(),
+        });
+    }
+    Ok(QueryResult {
+        query: q.text.clone(),
+        model,
+        signals_used,
+        hits,
+    })
+}
+
+fn recent_rows(ctx: &mut Ctx<'_>) -> Result<Vec<Key>, SearchError> {
+    let q = ctx.q;
+    let since = q.since.clone().unwrap_or_default();
+    let until = q.until.clone().unwrap_or_else(|| "9999".into());
+    let rows: Vec<Key> = ctx
+        .conn
+        .prepare_cached(
+            "SELECT pk FROM messages WHERE is_current = 1 AND COALESCE(occurred_at, captured_at) >= ?1
+             AND COALESCE(occurred_at, captured_at) < ?2
+             ORDER BY COALESCE(occurred_at, captured_at) DESC LIMIT ?3",
+        )?
+        .query_map(params![since, until, (q.depth * 4) as i64], |r| Ok(key(Kind::Message, r.get(0)?)))?
+        .collect::<Result<_, _>>()?;
+    let kept = ctx.filter(rows.into_iter().map(|k| (k, 0.0)).collect())?;
+    Ok(kept.into_iter().map(|(k, _)| k).collect())
+}
