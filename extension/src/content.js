@@ -293,7 +293,8 @@
         title: document.title,
         turns: turns.map(({ id, ...t }) => t),
       });
-      if (r && !r.error && location.href === url) {
+      // Remember what the worker took into the pipeline only (not what it refused because capture was off).
+      if (r && !r.error && r.state === 'capturing' && location.href === url) {
         for (const t of turns) sentText.set(t.id, t.text);
         if (sentText.size > 5000) sentText = new Map();
         if (typeof r.state === 'string' && r.state !== state) {
@@ -327,7 +328,10 @@
     if (seq !== helloSeq || !r || r.error) return;
     adapter = r.surface || null;
     conversationId = r.conversation_id || null;
+    const was = state;
     state = r.state || 'off';
+    // Turning capture back on re-reads the whole page: the worker's dedupe set drops what it already has.
+    if (state === 'capturing' && was !== 'capturing') sentText = new Map();
     testMode = r.test === true;
     if (!adapter) return;
     ensureBadge();
