@@ -65,12 +65,24 @@ mod tests {
 
     #[test]
     fn ids_match_published_vectors() {
-        assert_eq!(thread_namespace().to_string(), "0e97ca4e-21e4-5581-911c-7cfa00950c48");
-        assert_eq!(message_namespace().to_string(), "6973d6f9-bc01-5d21-adb1-7035f5d64f72");
-        let thread = thread_id("browser-ext:chatgpt", "6750a1b2-0000-4000-8000-000000000001");
+        assert_eq!(
+            thread_namespace().to_string(),
+            "0e97ca4e-21e4-5581-911c-7cfa00950c48"
+        );
+        assert_eq!(
+            message_namespace().to_string(),
+            "6973d6f9-bc01-5d21-adb1-7035f5d64f72"
+        );
+        let thread = thread_id(
+            "browser-ext:chatgpt",
+            "6750a1b2-0000-4000-8000-000000000001",
+        );
         assert_eq!(thread.to_string(), "c0c8ab94-7374-5ca9-b879-da010316dd5d");
         let hash = content_hash("Hello, world!", Role::Assistant);
-        assert_eq!(message_id(&thread, &hash).to_string(), "ef6f8b0e-131a-57f7-b1e2-03f661260f59");
+        assert_eq!(
+            message_id(&thread, &hash).to_string(),
+            "ef6f8b0e-131a-57f7-b1e2-03f661260f59"
+        );
     }
 
     proptest! {

@@ -243,9 +243,9 @@ pub fn is_valid_surface(surface: &str) -> bool {
     matches!(prefix, "browser-ext" | "import" | "harvest")
         && !name.is_empty()
         && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'))
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        })
 }
 
 /// Check an observation against every rule that needs no storage.
@@ -256,9 +256,24 @@ pub fn validate(obs: &Observation) -> Result<(), Invalid> {
     if !is_valid_surface(&obs.source_surface) {
         return Err(Invalid::InvalidSurface(truncate(&obs.source_surface, 80)));
     }
-    check_text("conversation_id", &obs.conversation_id, MAX_FIELD_BYTES, true)?;
-    check_text("client.device_id", &obs.client.device_id, MAX_FIELD_BYTES, true)?;
-    check_text("client.app_version", &obs.client.app_version, MAX_FIELD_BYTES, false)?;
+    check_text(
+        "conversation_id",
+        &obs.conversation_id,
+        MAX_FIELD_BYTES,
+        true,
+    )?;
+    check_text(
+        "client.device_id",
+        &obs.client.device_id,
+        MAX_FIELD_BYTES,
+        true,
+    )?;
+    check_text(
+        "client.app_version",
+        &obs.client.app_version,
+        MAX_FIELD_BYTES,
+        false,
+    )?;
     if let Some(url) = &obs.url {
         check_text("url", url, MAX_FIELD_BYTES, false)?;
     }
@@ -417,17 +432,42 @@ mod tests {
 
     #[test]
     fn each_rule_has_its_code() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>)> = vec![
+        type Mutation = Box<dyn Fn(&mut serde_json::Value)>;
+        let cases: Vec<(&str, Mutation)> = vec![
             ("unknown_kind", Box::new(|v| v["kind"] = json!("page_view"))),
-            ("malformed_item", Box::new(|v| v["turn"]["role"] = json!("wizard"))),
-            ("malformed_item", Box::new(|v| v["turn"]["ordinal"] = json!("first"))),
+            (
+                "malformed_item",
+                Box::new(|v| v["turn"]["role"] = json!("wizard")),
+            ),
+            (
+                "malformed_item",
+                Box::new(|v| v["turn"]["ordinal"] = json!("first")),
+            ),
             ("malformed_item", Box::new(|v| v["extra"] = json!(1))),
-            ("invalid_surface", Box::new(|v| v["source_surface"] = json!("chatgpt"))),
-            ("invalid_surface", Box::new(|v| v["source_surface"] = json!("browser-ext:Chat GPT"))),
-            ("empty_field", Box::new(|v| v["conversation_id"] = json!(""))),
-            ("hash_mismatch", Box::new(|v| v["turn"]["content"] = json!("changed"))),
-            ("thread_id_mismatch", Box::new(|v| v["conversation_id"] = json!("other"))),
-            ("bad_timestamp", Box::new(|v| v["turn"]["captured_at"] = json!("yesterday"))),
+            (
+                "invalid_surface",
+                Box::new(|v| v["source_surface"] = json!("chatgpt")),
+            ),
+            (
+                "invalid_surface",
+                Box::new(|v| v["source_surface"] = json!("browser-ext:Chat GPT")),
+            ),
+            (
+                "empty_field",
+                Box::new(|v| v["conversation_id"] = json!("")),
+            ),
+            (
+                "hash_mismatch",
+                Box::new(|v| v["turn"]["content"] = json!("changed")),
+            ),
+            (
+                "thread_id_mismatch",
+                Box::new(|v| v["conversation_id"] = json!("other")),
+            ),
+            (
+                "bad_timestamp",
+                Box::new(|v| v["turn"]["captured_at"] = json!("yesterday")),
+            ),
         ];
         for (code, mutate) in cases {
             let mut v = valid();
@@ -442,15 +482,27 @@ mod tests {
         let mut v = valid();
         v["turn"]["content"] = json!("   ");
         v["turn"]["content_hash"] = json!(ids::content_hash("   ", Role::User));
-        assert_eq!(parse_observation(&v).err().map(|e| e.code()), Some("empty_field"));
+        assert_eq!(
+            parse_observation(&v).err().map(|e| e.code()),
+            Some("empty_field")
+        );
     }
 
     #[test]
     fn rfc3339_shapes() {
-        for ok in ["2026-11-22T10:00:00Z", "2026-11-22T10:00:00.123+01:00", "2026-11-22 10:00:00-05:30"] {
+        for ok in [
+            "2026-11-22T10:00:00Z",
+            "2026-11-22T10:00:00.123+01:00",
+            "2026-11-22 10:00:00-05:30",
+        ] {
             assert!(looks_like_rfc3339(ok), "{ok}");
         }
-        for bad in ["2026-11-22", "2026-11-22T10:00:00", "2026-11-22T10:00:00.Z", "x026-11-22T10:00:00Z"] {
+        for bad in [
+            "2026-11-22",
+            "2026-11-22T10:00:00",
+            "2026-11-22T10:00:00.Z",
+            "x026-11-22T10:00:00Z",
+        ] {
             assert!(!looks_like_rfc3339(bad), "{bad}");
         }
     }
