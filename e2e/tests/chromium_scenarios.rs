@@ -48,7 +48,7 @@ fn assert_nothing_for(s: &Session, c: &Case, why: &str) {
 }
 
 /// The same page under `https://127.0.0.1:<port>/...` triggers no capture (no badge, nothing stored), while
-/// under `https://chatgpt.com/...` it does; the popup is screenshotted into docs/popup.png.
+/// under `https://chatgpt.com/...` it does; the popup is screenshotted (into the target dir, or docs/popup.png with PERSONKIT_UPDATE_SCREENSHOT=1).
 #[test]
 fn negative_control_and_popup_screenshot() {
     let s = Session::start(&[CHATGPT]).unwrap();
@@ -93,7 +93,13 @@ fn negative_control_and_popup_screenshot() {
         "screenshot is not a real PNG ({} bytes)",
         png.len()
     );
-    let out = personkit_e2e::workspace_root().join("docs/popup.png");
+    // Each run's screenshot goes to the target dir (the port in it changes every run); set
+    // PERSONKIT_UPDATE_SCREENSHOT=1 to refresh the committed docs/popup.png.
+    let out = if std::env::var_os("PERSONKIT_UPDATE_SCREENSHOT").is_some() {
+        personkit_e2e::workspace_root().join("docs/popup.png")
+    } else {
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("popup.png")
+    };
     std::fs::write(&out, &png).unwrap();
     eprintln!("popup screenshot: {} ({} bytes)", out.display(), png.len());
 }
