@@ -73,8 +73,27 @@ fn firefox_captures_chatgpt_and_claude() {
             "const el = document.querySelector({sel}); if (!el.checked) el.click(); return true;"
         ))
         .unwrap();
-        // Let the popup's message reach the background page before this page is navigated away.
-        std::thread::sleep(Duration::from_millis(1500));
+        // Wait until the background script has persisted the setting before this page is navigated away (a
+        // fixed sleep lost the race on a loaded machine).
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let on = ff
+                .exec_async(&format!(
+                    "const done = arguments[arguments.length - 1]; \
+                     browser.storage.local.get('settings').then((s) => \
+                     done(!!(s.settings && s.settings.enabled && s.settings.enabled[{surface}] === true)));",
+                    surface = json!(surface)
+                ))
+                .unwrap();
+            if on == json!(true) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the {surface} toggle was never persisted by the background script"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
         ff.open_extension_page(&ff.popup_url()).unwrap();
         let on = ff
             .wait_for(
