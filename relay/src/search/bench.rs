@@ -55,6 +55,60 @@ pub fn methods() -> Vec<Method> {
     ]
 }
 
+/// Variants reported with `--ablations`, to show what each change does (all on the dev split).
+pub fn ablations() -> Vec<Method> {
+    let w = |fts: f64, vector: f64| Weights {
+        fts,
+        vector,
+        entity: 1.0,
+        recency: 1.0,
+    };
+    vec![
+        Method {
+            name: "rrf depth 10",
+            weights: Weights::EQUAL,
+            rrf_k: 60.0,
+            depth: 10,
+        },
+        Method {
+            name: "rrf depth 20",
+            weights: Weights::EQUAL,
+            rrf_k: 60.0,
+            depth: 20,
+        },
+        Method {
+            name: "rrf depth 30",
+            weights: Weights::EQUAL,
+            rrf_k: 60.0,
+            depth: 30,
+        },
+        Method {
+            name: "rrf k=10",
+            weights: Weights::EQUAL,
+            rrf_k: 10.0,
+            depth: 100,
+        },
+        Method {
+            name: "rrf fts 2 : vec 1",
+            weights: w(2.0, 1.0),
+            rrf_k: 60.0,
+            depth: 100,
+        },
+        Method {
+            name: "rrf fts 2 : vec 1, depth 20",
+            weights: w(2.0, 1.0),
+            rrf_k: 60.0,
+            depth: 20,
+        },
+        Method {
+            name: "rrf fts 1.5 : vec 1, depth 20",
+            weights: w(1.5, 1.0),
+            rrf_k: 60.0,
+            depth: 20,
+        },
+    ]
+}
+
 /// Recall figures of one method.
 #[derive(Debug, Clone, Serialize)]
 pub struct Recall {
@@ -219,7 +273,19 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
     let db_path = opts.db.clone().unwrap_or_else(|| tmp.join("corpus.db"));
     std::fs::create_dir_all(db_path.parent().unwrap_or(Path::new(".")))?;
     let t0 = Instant::now();
-    let turns = {
+    let expected: usize = convs
+        .iter()
+        .flat_map(|c| &c.sessions)
+        .map(|s| s.turns.len())
+        .sum();
+    let reuse = db_path.exists() && {
+        let c = crate::db::open(&db_path)?;
+        let n: i64 = c.query_row("SELECT count(*) FROM messages", [], |r| r.get(0))?;
+        n as usize == expected
+    };
+    let turns = if reuse {
+        expected
+    } else {
         let bin = std::env::current_exe()?;
         let relay = start_relay(&bin, &db_path)?;
         ingest(&relay, &convs)?

@@ -254,6 +254,9 @@ pub struct RetrievalArgs {
     /// Keep the benchmark corpus at this path.
     #[arg(long)]
     pub keep_db: Option<PathBuf>,
+    /// Also report the fusion variants that explain the choice of defaults (see BENCHMARKS.md).
+    #[arg(long)]
+    pub ablations: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -275,7 +278,11 @@ pub fn run_retrieval(a: &RetrievalArgs) -> anyhow::Result<()> {
         },
         db: a.keep_db.clone(),
         config,
-        extra: Vec::new(),
+        extra: if a.ablations {
+            super::bench::ablations()
+        } else {
+            Vec::new()
+        },
     })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
