@@ -20,6 +20,7 @@ use crate::embed::{self, Embedder, EmbedderConfig};
 pub struct Method {
     pub name: &'static str,
     pub weights: Weights,
+    pub fusion: super::Fusion,
     pub rrf_k: f64,
     pub depth: usize,
 }
@@ -31,24 +32,28 @@ pub fn methods() -> Vec<Method> {
         Method {
             name: "fts",
             weights: Weights::FTS_ONLY,
+            fusion: super::Fusion::Rrf,
             rrf_k: 60.0,
             depth: 100,
         },
         Method {
             name: "vector",
             weights: Weights::VECTOR_ONLY,
+            fusion: super::Fusion::Rrf,
             rrf_k: 60.0,
             depth: 100,
         },
         Method {
             name: "rrf-plain",
             weights: Weights::EQUAL,
+            fusion: super::Fusion::Rrf,
             rrf_k: 60.0,
             depth: 100,
         },
         Method {
             name: "hybrid",
             weights: d.weights,
+            fusion: d.fusion,
             rrf_k: d.rrf_k,
             depth: d.depth,
         },
@@ -67,42 +72,49 @@ pub fn ablations() -> Vec<Method> {
         Method {
             name: "rrf depth 10",
             weights: Weights::EQUAL,
+            fusion: super::Fusion::Rrf,
             rrf_k: 60.0,
             depth: 10,
         },
         Method {
             name: "rrf depth 20",
             weights: Weights::EQUAL,
+            fusion: super::Fusion::Rrf,
             rrf_k: 60.0,
             depth: 20,
         },
         Method {
             name: "rrf depth 30",
             weights: Weights::EQUAL,
+            fusion: super::Fusion::Rrf,
             rrf_k: 60.0,
             depth: 30,
         },
         Method {
             name: "rrf k=10",
             weights: Weights::EQUAL,
+            fusion: super::Fusion::Rrf,
             rrf_k: 10.0,
             depth: 100,
         },
         Method {
             name: "rrf fts 2 : vec 1",
             weights: w(2.0, 1.0),
+            fusion: super::Fusion::Rrf,
             rrf_k: 60.0,
             depth: 100,
         },
         Method {
             name: "rrf fts 2 : vec 1, depth 20",
             weights: w(2.0, 1.0),
+            fusion: super::Fusion::Rrf,
             rrf_k: 60.0,
             depth: 20,
         },
         Method {
             name: "rrf fts 1.5 : vec 1, depth 20",
             weights: w(1.5, 1.0),
+            fusion: super::Fusion::Rrf,
             rrf_k: 60.0,
             depth: 20,
         },
@@ -385,6 +397,7 @@ pub fn evaluate(
                 q.k = 10;
                 q.threads = threads.clone();
                 q.weights = m.weights;
+                q.fusion = m.fusion;
                 q.rrf_k = m.rrf_k;
                 q.depth = m.depth;
                 let t = Instant::now();

@@ -100,6 +100,73 @@ pub fn rrf<K: Clone + Eq + std::hash::Hash + Ord>(lists: &[Ranked<K>], k: f64) -
     out
 }
 
+/// Score-aware fusion: each signal's scores are divided by its best score (so the best is 1 and every listed
+/// candidate keeps some credit; lists with non-positive scores are min-max normalised instead), then summed
+/// with the signal weights. Unlike
+/// RRF it keeps how far ahead a signal's best candidate is, so a weak signal's rank 1 cannot override a strong
+/// signal's confident rank 1. Ranks are still reported per signal.
+pub fn convex<K: Clone + Eq + std::hash::Hash + Ord>(lists: &[Ranked<K>]) -> Vec<Fused<K>> {
+    let mut acc: HashMap<K, Fused<K>> = HashMap::new();
+    for list in lists {
+        let max = list
+            .items
+            .iter()
+            .map(|(_, s)| *s)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let min = list
+            .items
+            .iter()
+            .map(|(_, s)| *s)
+            .fold(f64::INFINITY, f64::min);
+        let span = max - min;
+        let mut seen = std::collections::HashSet::new();
+        for (i, (key, score)) in list.items.iter().enumerate() {
+            if !seen.insert(key) {
+                continue;
+            }
+            let norm = if min > 0.0 && max.is_finite() {
+                score / max
+            } else if span > 0.0 && span.is_finite() {
+                (score - min) / span
+            } else {
+                1.0
+            };
+            let e = acc.entry(key.clone()).or_insert_with(|| Fused {
+                key: key.clone(),
+                score: 0.0,
+                via: Vec::new(),
+            });
+            e.score += list.weight * norm;
+            e.via.push((
+                list.signal,
+                SignalRank {
+                    rank: i + 1,
+                    score: *score,
+                },
+            ));
+        }
+    }
+    let mut out: Vec<Fused<K>> = acc.into_values().collect();
+    for f in out.iter_mut() {
+        f.via.sort_by_key(|(s, _)| *s);
+    }
+    let best = |f: &Fused<K>| {
+        f.via
+            .iter()
+            .map(|(_, r)| r.rank)
+            .min()
+            .unwrap_or(usize::MAX)
+    };
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.via.len().cmp(&a.via.len()))
+            .then(best(a).cmp(&best(b)))
+            .then(a.key.cmp(&b.key))
+    });
+    out
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -137,6 +204,37 @@ mod tests {
         let out = rrf(&[list(Signal::Fts, &["a", "a", "b"])], 60.0);
         assert_eq!(out.len(), 2);
         assert!((out[0].score - 1.0 / 61.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn convex_keeps_a_confident_lead() {
+        // FTS: "a" far ahead of "b"; vector: "b" slightly ahead of "a". Convex fusion with FTS weighted higher
+        // keeps "a" first.
+        let fts = Ranked {
+            signal: Signal::Fts,
+            weight: 0.7,
+            items: vec![("a", 10.0), ("b", 2.0), ("c", 1.0)],
+        };
+        let vec = Ranked {
+            signal: Signal::Vector,
+            weight: 0.3,
+            items: vec![("b", 0.62), ("a", 0.60), ("c", 0.1)],
+        };
+        let out = convex(&[fts, vec]);
+        assert_eq!(out[0].key, "a");
+        assert_eq!(out[0].via.len(), 2);
+        // Found by both beats found by one at equal normalised strength.
+        let only = Ranked {
+            signal: Signal::Fts,
+            weight: 0.7,
+            items: vec![("x", 1.0), ("y", 1.0)],
+        };
+        let both = Ranked {
+            signal: Signal::Vector,
+            weight: 0.3,
+            items: vec![("y", 1.0)],
+        };
+        assert_eq!(convex(&[only, both])[0].key, "y");
     }
 
     #[test]

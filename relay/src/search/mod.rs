@@ -42,6 +42,16 @@ pub fn now_rfc3339() -> String {
     crate::clock::fmt_time(time::OffsetDateTime::now_utc())
 }
 
+/// How ranked lists are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// Weighted reciprocal rank fusion with constant `rrf_k`.
+    Rrf,
+    /// Weighted sum of min-max normalised scores ([`fusion::convex`]).
+    Convex,
+}
+
 /// Which signals a query may use and how much each counts in the fusion.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Weights {
@@ -74,8 +84,14 @@ impl Weights {
 }
 
 impl Default for Weights {
+    /// The shipped hybrid: words count more than meaning (see BENCHMARKS.md, "Search").
     fn default() -> Self {
-        Weights::EQUAL
+        Weights {
+            fts: 0.7,
+            vector: 0.3,
+            entity: 0.3,
+            recency: 0.1,
+        }
     }
 }
 
@@ -97,6 +113,7 @@ pub struct Query {
     /// Search events as well as messages (events have no thread or role, so those filters exclude them).
     pub include_events: bool,
     pub weights: Weights,
+    pub fusion: Fusion,
     /// RRF constant.
     pub rrf_k: f64,
     /// Candidates taken from each signal.
@@ -116,6 +133,7 @@ impl Query {
             entities: Vec::new(),
             include_events: true,
             weights: Weights::default(),
+            fusion: Fusion::Convex,
             rrf_k: 60.0,
             depth: 100,
         }
@@ -619,7 +637,10 @@ pub fn query(
         });
     }
     let signals_used = lists.iter().map(|l| l.signal).collect();
-    let fused = fusion::rrf(&lists, q.rrf_k);
+    let fused = match q.fusion {
+        Fusion::Rrf => fusion::rrf(&lists, q.rrf_k),
+        Fusion::Convex => fusion::convex(&lists),
+    };
     let mut hits = Vec::new();
     for f in fused.into_iter().take(q.k) {
         let Some(m) = ctx.load(f.key)? else { continue };
