@@ -27,6 +27,16 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0002_search",
         sql: include_str!("../migrations/0002_search.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_revision_order_index",
+        sql: include_str!("../migrations/0003_revision_order_index.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "0004_search_vec_log",
+        sql: include_str!("../migrations/0004_search_vec_log.sql"),
+    },
 ];
 
 /// The schema version this build writes.

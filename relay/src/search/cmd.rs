@@ -382,7 +382,7 @@ pub fn run_latency(a: &LatencyArgs) -> anyhow::Result<()> {
         println!("| {} | {:.2} | {:.2} |", r.method, r.p50_ms, r.p95_ms);
     }
     println!(
-        "sign-bit first pass + float rescoring: top-10 overlap with exact float KNN = {bit_recall:.3}"
+        "in-memory sign-bit pass + int8 rescoring: top-10 overlap with exact float KNN = {bit_recall:.3}"
     );
     if let Some((m, b, s)) = throughput {
         println!(

@@ -1,7 +1,7 @@
 //! `corpus_query`: hybrid retrieval over messages and events.
 //!
-//! Candidates come from up to four signals — FTS5 BM25, vector similarity (sign-bit first pass over
-//! `*_vbit_*`, rescored exactly with the float vectors), entity references (entity ids given by the caller or
+//! Candidates come from up to four signals — FTS5 BM25, vector similarity (sign-bit Hamming first pass over
+//! an in-memory index of every vector, candidates rescored with int8 copies: [`index`]), entity references (entity ids given by the caller or
 //! entity names/aliases found in the query text, matched as phrases) and recency (only when a time window is
 //! given: the pooled candidates ordered newest first) — and are fused with weighted reciprocal rank fusion
 //! ([`fusion::rrf`]). Every hit says which signals found it and where each ranked it.
@@ -12,6 +12,7 @@ pub mod bench;
 pub mod cmd;
 pub mod fusion;
 pub mod http;
+pub mod index;
 pub mod latency;
 pub mod locomo;
 pub mod render;
@@ -22,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-use crate::embed::store::{Kind, blob_to_vec, vec_to_blob};
+use crate::embed::store::{Kind, vec_to_blob};
 use crate::embed::{EmbedError, Embedder};
 pub use fusion::{Signal, SignalRank};
 
@@ -387,18 +388,14 @@ fn fts_signal(ctx: &mut Ctx<'_>, expr: &str) -> Result<Vec<(Key, f64)>, SearchEr
     Ok(all)
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| f64::from(*x) * f64::from(*y))
-        .sum()
-}
-
-/// How many sign-bit candidates are rescored per wanted result.
-pub const BIT_OVERSAMPLE: usize = 8;
+/// How many sign-bit candidates are rescored per wanted result ...
+pub const BIT_OVERSAMPLE: usize = 10;
+/// ... and at least this many (rescoring from memory costs ~0.1 µs per candidate).
+pub const MIN_CANDIDATES: usize = 1000;
 
 /// Vector candidates for a query vector. With a thread filter, an exact scan of those threads' vectors;
-/// otherwise a sign-bit KNN first pass of `depth * BIT_OVERSAMPLE` rows, rescored with float cosine.
+/// with `exact`, sqlite-vec's float KNN; otherwise the in-memory index ([`index`]): a sign-bit Hamming pass over
+/// every vector keeping `max(depth * BIT_OVERSAMPLE, MIN_CANDIDATES)` candidates, rescored with int8 copies.
 /// Rows whose vector came from another model are skipped. Scores are cosine similarities.
 pub fn vector_candidates(
     conn: &Connection,
@@ -448,33 +445,10 @@ pub fn vector_candidates(
         }
         keep
     } else {
-        let sql = format!(
-            "SELECT rowid FROM {} WHERE embedding MATCH vec_quantize_binary(?1) AND k = ?2",
-            kind.bit_table(dim)
-        );
-        let pks: Vec<i64> = conn
-            .prepare_cached(&sql)?
-            .query_map(params![blob, (depth * BIT_OVERSAMPLE) as i64], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        let (model_id, version) = model_key.rsplit_once('@').unwrap_or((model_key, ""));
-        let mut st = conn.prepare_cached(
-            "SELECT e.vector FROM search_vec_state s
-             JOIN embeddings e ON e.text_hash = s.text_hash AND e.model_id = ?3 AND e.model_version = ?4
-             WHERE s.kind = ?1 AND s.pk = ?2 AND s.model_key = ?5",
-        )?;
-        let mut out = Vec::with_capacity(pks.len());
-        for pk in pks {
-            if let Some(v) = st
-                .query_row(
-                    params![kind.as_str(), pk, model_id, version, model_key],
-                    |r| r.get::<_, Vec<u8>>(0),
-                )
-                .optional()?
-            {
-                out.push((pk, cosine(&blob_to_vec(&v), qv)));
-            }
-        }
-        out
+        let candidates = (depth * BIT_OVERSAMPLE).max(MIN_CANDIDATES);
+        index::with_index(conn, kind, model_key, dim, |ix| {
+            ix.search(qv, depth, candidates)
+        })?
     };
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     Ok(scored)
