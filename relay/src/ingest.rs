@@ -24,6 +24,10 @@ use time::{Duration, OffsetDateTime};
 
 use crate::clock::{fmt_time, normalize_time};
 
+/// Every revision at one turn position, oldest first. Served by index `messages_position_order` (migration 0003).
+const REVISIONS_AT_POSITION: &str = "SELECT pk, revision, is_current FROM messages
+    WHERE thread_id = ?1 AND position_key = ?2 ORDER BY captured_at, content_hash";
+
 /// Who sent a batch: the origin its rows are attributed to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -349,10 +353,7 @@ impl<'a> Writer<'a> {
     fn renumber_revisions(&mut self, thread_id: &str, pos: &str) -> Result<(), StorageError> {
         let rows: Vec<(i64, i64, i64)> = self
             .tx
-            .prepare_cached(
-                "SELECT pk, revision, is_current FROM messages WHERE thread_id = ?1 AND position_key = ?2
-                 ORDER BY captured_at, content_hash",
-            )?
+            .prepare_cached(REVISIONS_AT_POSITION)?
             .query_map(params![thread_id, pos], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<Result<_, _>>()?;
         let n = rows.len();
@@ -443,6 +444,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conn = crate::db::open(&dir.path().join("c.db")).unwrap();
         (dir, conn)
+    }
+
+    /// Regression (ingest benchmark finding): the revision query must use the position index, not scan the
+    /// whole thread by `captured_at`, or ingest is quadratic in thread length.
+    #[test]
+    fn revision_query_uses_the_position_index() {
+        let (_dir, conn) = corpus();
+        let plan: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {REVISIONS_AT_POSITION}"))
+            .unwrap()
+            .query_map(params!["t", "p"], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let plan = plan.join(" | ");
+        assert!(plan.contains("messages_position_order"), "plan: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
     }
 
     fn origin() -> Origin {
