@@ -31,6 +31,8 @@
   let sentText = new Map(); // stable id -> text last sent in this conversation
   let lastRead = new Map(); // root -> text, as read by the last snapshot
   let staleRoots = new WeakMap(); // root -> its text when the URL changed (previous conversation's nodes)
+  let positions = new WeakMap(); // root -> its position in the thread (ordinal source "position")
+  let lastOffset = null; // position of the first root at the last numbering; null before any in this conversation
 
   function send(msg) {
     return chrome.runtime.sendMessage(msg).catch(() => null);
@@ -233,9 +235,39 @@
     return null;
   }
 
+  /** Positions (decimal text, or null) of `els`, the thread's message roots in document order, for surfaces
+   * whose ordinal source is "position". A root numbered by an earlier read that is still in the DOM is an anchor:
+   * the others are numbered from it, so a virtualised window that drops early turns keeps true positions. Without
+   * an anchor (an edit replaced every root), numbering restarts at 0 only if the last numbering began there (the
+   * thread's start was on screen); the first read of a conversation assumes the thread is shown from its start.
+   * Anchors that disagree (roots reordered or inserted between them) or a window of unknown start give null: the
+   * turn is then stored without a position, never under a wrong one. */
+  function positionsOf(els) {
+    const out = els.map(() => null);
+    if (els.length === 0) return out;
+    let offset = null;
+    for (let i = 0; i < els.length; i++) {
+      const p = positions.get(els[i]);
+      if (p === undefined) continue;
+      if (offset === null) offset = p - i;
+      else if (offset !== p - i) return out;
+    }
+    if (offset === null) {
+      if (lastOffset !== null && lastOffset !== 0) return out;
+      offset = 0;
+    }
+    if (offset < 0) return out;
+    lastOffset = offset;
+    els.forEach((el, i) => {
+      positions.set(el, offset + i);
+      out[i] = String(offset + i);
+    });
+    return out;
+  }
+
   function ordinalOf(el) {
     const rule = adapter.ordinal;
-    if (!rule) return null;
+    if (!rule || rule.source === 'position') return null;
     const target = rule.selector === ':scope' ? el : safeMatches(el, rule.selector) ? el : safeOne(el, rule.selector);
     return (target && target.getAttribute(rule.attribute)) || null;
   }
@@ -265,6 +297,7 @@
       if (role === 'assistant') lastAssistant = read.length - 1;
     }
     lastRead = new Map();
+    const byPosition = adapter.ordinal && adapter.ordinal.source === 'position' ? positionsOf(read.map((r) => r.el)) : null;
     read.forEach((r, i) => {
       // While anything streams, the newest assistant turn is not final yet.
       if (r.streamingHere || (live.length > 0 && i === lastAssistant)) return;
@@ -276,7 +309,8 @@
       const key = keyOf(r.el, r.role);
       const id = key || `${r.role}\u001e${text}`;
       if (sentText.get(id) === text) return;
-      turns.push({ role: r.role, text, message_key: key, ordinal_raw: ordinalOf(r.el), id });
+      const ordinal = byPosition ? byPosition[i] : ordinalOf(r.el);
+      turns.push({ role: r.role, text, message_key: key, ordinal_raw: ordinal, id });
     });
     return { turns, streaming: live.length > 0 };
   }
@@ -341,6 +375,8 @@
   function onNavigate() {
     lastUrl = location.href;
     staleRoots = new WeakMap();
+    positions = new WeakMap();
+    lastOffset = null;
     for (const [el, text] of lastRead) staleRoots.set(el, text);
     lastRead = new Map();
     sentText = new Map();

@@ -80,11 +80,29 @@ pub struct KeyRule {
     pub append_role: bool,
 }
 
-/// How a turn's ordinal is read: an attribute value, a regex whose first group is a number, and an offset.
+/// Where the raw text of a turn's ordinal comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OrdinalSource {
+    /// An attribute the site puts on the turn (`selector`, `attribute`), e.g. `conversation-turn-3`.
+    #[default]
+    Attribute,
+    /// The turn's index among the message roots, as decimal text, counted by the content script from the first
+    /// turn and carried across DOM changes by roots it numbered before (anchors), so a virtualised window keeps
+    /// true positions. For sites whose turns have no stable key: an edit at a position becomes a revision.
+    Position,
+}
+
+/// How a turn's ordinal is read: a raw text (an attribute value, or the position for `source: position`), a
+/// regex whose first group is a number, and an offset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OrdinalRule {
+    #[serde(default, skip_serializing_if = "is_attribute")]
+    pub source: OrdinalSource,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub selector: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub attribute: String,
     pub pattern: String,
     #[serde(default)]
@@ -303,6 +321,10 @@ impl Registry {
     }
 }
 
+fn is_attribute(s: &OrdinalSource) -> bool {
+    *s == OrdinalSource::Attribute
+}
+
 fn invalid(surface: &str, problem: impl Into<String>) -> RegistryError {
     RegistryError::Invalid {
         surface: surface.to_owned(),
@@ -351,7 +373,21 @@ fn compile(surface: Surface) -> Result<Compiled, RegistryError> {
         .map(|p| re(p))
         .collect::<Result<Vec<_>, _>>()?;
     let ordinal = match &surface.ordinal {
-        Some(rule) => Some(re(&rule.pattern)?),
+        Some(rule) => {
+            if rule.source == OrdinalSource::Attribute
+                && (rule.selector.is_empty() || rule.attribute.is_empty())
+            {
+                return Err(invalid(
+                    &id,
+                    "an attribute ordinal needs selector and attribute",
+                ));
+            }
+            let r = re(&rule.pattern)?;
+            if r.captures_len() < 2 {
+                return Err(invalid(&id, "ordinal pattern has no capture group"));
+            }
+            Some(r)
+        }
         None => None,
     };
     Ok(Compiled {
@@ -615,7 +651,30 @@ mod tests {
             r.ordinal("browser-ext:chatgpt", "conversation-turn-0"),
             None
         );
+        assert_eq!(r.ordinal("browser-ext:gemini", "conversation-turn-3"), None);
+        // Position ordinals: the content script's decimal index, exactly.
+        assert_eq!(r.ordinal("browser-ext:claude", "3"), Some(3));
+        assert_eq!(r.ordinal("browser-ext:claude", "0"), Some(0));
         assert_eq!(r.ordinal("browser-ext:claude", "conversation-turn-3"), None);
+        assert_eq!(r.ordinal("browser-ext:copilot", "7"), Some(7));
+        assert_eq!(r.ordinal("browser-ext:copilot", "-1"), None);
+        let c = &r.get("browser-ext:claude").unwrap().ordinal;
+        assert_eq!(c.as_ref().map(|o| o.source), Some(OrdinalSource::Position));
+    }
+
+    #[test]
+    fn ordinal_rules_are_checked() {
+        let doc = |ordinal: &str| {
+            format!(
+                r#"{{"version":1,"surfaces":[{{"id":"browser-ext:x","name":"X","status":"verified","hosts":["x.com"],
+                "conversation_patterns":["^/c/(\\w+)"],"message_roots":["div"],
+                "role_rules":[{{"match":"div","on":"self","role":"user"}}],"ordinal":{ordinal}}}]}}"#
+            )
+        };
+        assert!(Registry::parse(&doc(r#"{"source":"position","pattern":"^(\\d+)$"}"#)).is_ok());
+        assert!(Registry::parse(&doc(r#"{"pattern":"^(\\d+)$"}"#)).is_err());
+        assert!(Registry::parse(&doc(r#"{"source":"position","pattern":"^\\d+$"}"#)).is_err());
+        assert!(Registry::parse(&doc(r#"{"source":"sideways","pattern":"^(\\d+)$"}"#)).is_err());
     }
 
     #[test]
