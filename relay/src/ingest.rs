@@ -354,7 +354,9 @@ impl<'a> Writer<'a> {
         let rows: Vec<(i64, i64, i64)> = self
             .tx
             .prepare_cached(REVISIONS_AT_POSITION)?
-            .query_map(params![thread_id, pos], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .query_map(params![thread_id, pos], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
             .collect::<Result<_, _>>()?;
         let n = rows.len();
         if n <= 1 {
