@@ -56,8 +56,48 @@ pub struct Fused<K> {
 /// Fuses ranked lists with RRF constant `k` (60 is the usual default). A key listed twice by one signal counts at
 /// its best rank.
 pub fn rrf<K: Clone + Eq + std::hash::Hash + Ord>(lists: &[Ranked<K>], k: f64) -> Vec<Fused<K>> {
+    fuse(lists, |list| {
+        let weight = list.weight;
+        move |rank: usize, _score: f64| weight / (k + rank as f64)
+    })
+}
+
+/// Score-aware fusion: each signal's scores are divided by its best score (so the best is 1 and every listed
+/// candidate keeps some credit; lists with non-positive scores are min-max normalised instead), then summed
+/// with the signal weights. Unlike
+/// RRF it keeps how far ahead a signal's best candidate is, so a weak signal's rank 1 cannot override a strong
+/// signal's confident rank 1. Ranks are still reported per signal.
+pub fn convex<K: Clone + Eq + std::hash::Hash + Ord>(lists: &[Ranked<K>]) -> Vec<Fused<K>> {
+    fuse(lists, |list| {
+        let scores = || list.items.iter().map(|(_, s)| *s);
+        let max = scores().fold(f64::NEG_INFINITY, f64::max);
+        let min = scores().fold(f64::INFINITY, f64::min);
+        let span = max - min;
+        let weight = list.weight;
+        move |_rank: usize, score: f64| {
+            let norm = if min > 0.0 && max.is_finite() {
+                score / max
+            } else if span > 0.0 && span.is_finite() {
+                (score - min) / span
+            } else {
+                1.0
+            };
+            weight * norm
+        }
+    })
+}
+
+/// The fusion both methods share: `credit_for(list)` gives, per list, the credit of a candidate from its 1-based
+/// rank and score; a key listed twice by one signal counts once, at its best rank. Results are ordered by fused
+/// score, then by how many signals found them, then by their best rank, then by key (deterministic).
+fn fuse<K, F>(lists: &[Ranked<K>], credit_for: impl Fn(&Ranked<K>) -> F) -> Vec<Fused<K>>
+where
+    K: Clone + Eq + std::hash::Hash + Ord,
+    F: Fn(usize, f64) -> f64,
+{
     let mut acc: HashMap<K, Fused<K>> = HashMap::new();
     for list in lists {
+        let credit = credit_for(list);
         let mut seen = std::collections::HashSet::new();
         for (i, (key, score)) in list.items.iter().enumerate() {
             if !seen.insert(key) {
@@ -69,78 +109,11 @@ pub fn rrf<K: Clone + Eq + std::hash::Hash + Ord>(lists: &[Ranked<K>], k: f64) -
                 score: 0.0,
                 via: Vec::new(),
             });
-            e.score += list.weight / (k + rank as f64);
+            e.score += credit(rank, *score);
             e.via.push((
                 list.signal,
                 SignalRank {
                     rank,
-                    score: *score,
-                },
-            ));
-        }
-    }
-    let mut out: Vec<Fused<K>> = acc.into_values().collect();
-    for f in out.iter_mut() {
-        f.via.sort_by_key(|(s, _)| *s);
-    }
-    let best = |f: &Fused<K>| {
-        f.via
-            .iter()
-            .map(|(_, r)| r.rank)
-            .min()
-            .unwrap_or(usize::MAX)
-    };
-    out.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(b.via.len().cmp(&a.via.len()))
-            .then(best(a).cmp(&best(b)))
-            .then(a.key.cmp(&b.key))
-    });
-    out
-}
-
-/// Score-aware fusion: each signal's scores are divided by its best score (so the best is 1 and every listed
-/// candidate keeps some credit; lists with non-positive scores are min-max normalised instead), then summed
-/// with the signal weights. Unlike
-/// RRF it keeps how far ahead a signal's best candidate is, so a weak signal's rank 1 cannot override a strong
-/// signal's confident rank 1. Ranks are still reported per signal.
-pub fn convex<K: Clone + Eq + std::hash::Hash + Ord>(lists: &[Ranked<K>]) -> Vec<Fused<K>> {
-    let mut acc: HashMap<K, Fused<K>> = HashMap::new();
-    for list in lists {
-        let max = list
-            .items
-            .iter()
-            .map(|(_, s)| *s)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let min = list
-            .items
-            .iter()
-            .map(|(_, s)| *s)
-            .fold(f64::INFINITY, f64::min);
-        let span = max - min;
-        let mut seen = std::collections::HashSet::new();
-        for (i, (key, score)) in list.items.iter().enumerate() {
-            if !seen.insert(key) {
-                continue;
-            }
-            let norm = if min > 0.0 && max.is_finite() {
-                score / max
-            } else if span > 0.0 && span.is_finite() {
-                (score - min) / span
-            } else {
-                1.0
-            };
-            let e = acc.entry(key.clone()).or_insert_with(|| Fused {
-                key: key.clone(),
-                score: 0.0,
-                via: Vec::new(),
-            });
-            e.score += list.weight * norm;
-            e.via.push((
-                list.signal,
-                SignalRank {
-                    rank: i + 1,
                     score: *score,
                 },
             ));
