@@ -37,6 +37,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0004_search_vec_log",
         sql: include_str!("../migrations/0004_search_vec_log.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_search_vec_log_pruning",
+        sql: include_str!("../migrations/0005_search_vec_log_pruning.sql"),
+    },
 ];
 
 /// The schema version this build writes.

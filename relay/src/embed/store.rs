@@ -299,6 +299,7 @@ fn store_batch(
             )?
             .execute(params![kind.as_str(), pk, h, model_key, dim as i64])?;
         }
+        crate::search::index::prune_log(&tx, crate::search::index::LOG_KEEP)?;
     }
     tx.commit()?;
     Ok(texts.len() as u64)

@@ -175,6 +175,22 @@ pub fn process_embedder(db_path: &std::path::Path) -> SharedEmbedder {
 /// messages and events (ingest never waits for it). Returns the worker handle (None without an embedder).
 pub fn start_background(db_path: &std::path::Path) -> Option<crate::embed::store::Worker> {
     let embedder = process_embedder(db_path)?;
+    // Load the in-memory vector indexes now rather than on the first query (seconds at 10^6 vectors).
+    let (warm_path, model_key, dim) = (db_path.to_path_buf(), embedder.model_key(), embedder.dim());
+    let _ = std::thread::Builder::new()
+        .name("personkit-index-warm".into())
+        .spawn(move || {
+            let t = std::time::Instant::now();
+            let Ok(conn) = crate::db::open(&warm_path) else {
+                return;
+            };
+            for kind in [crate::embed::store::Kind::Message, crate::embed::store::Kind::Event] {
+                match crate::search::index::with_index(&conn, kind, &model_key, dim, |ix| ix.len()) {
+                    Ok(n) => tracing::info!(kind = kind.as_str(), vectors = n, ms = t.elapsed().as_millis() as u64, "vector index loaded"),
+                    Err(e) => tracing::warn!(error = %e, "vector index warm-up failed; the first query loads it"),
+                }
+            }
+        });
     let path = db_path.to_path_buf();
     Some(crate::embed::store::spawn_worker(
         move || crate::db::open(&path).map_err(|e| e.to_string()),

@@ -336,8 +336,10 @@ fn merge_by_score(mut a: Vec<(Key, f64)>, b: Vec<(Key, f64)>) -> Vec<(Key, f64)>
     a
 }
 
-/// FTS5 candidates: a standalone `ORDER BY rank LIMIT n` subquery (so FTS5 can stop early), filters applied
+/// FTS5 candidates: a standalone `ORDER BY bm25(..) LIMIT n` subquery (so FTS5 can stop early), filters applied
 /// afterwards; when filters drop too many, a second, filter-joined pass. Scores are `-bm25` (higher is better).
+/// `bm25()` rather than the `rank` column: the same scores and order, but at 10^6 messages the `rank` sorter
+/// path costs ~30% more per query (BENCHMARKS.md, Search latency).
 fn fts_signal(ctx: &mut Ctx<'_>, expr: &str) -> Result<Vec<(Key, f64)>, SearchError> {
     let depth = ctx.q.depth;
     let limit = if ctx.q.threads.is_empty() && ctx.q.surface.is_none() {
@@ -353,8 +355,8 @@ fn fts_signal(ctx: &mut Ctx<'_>, expr: &str) -> Result<Vec<(Key, f64)>, SearchEr
             "events_fts"
         };
         let sql = format!(
-            "SELECT f.pk, f.score FROM (SELECT rowid AS pk, rank AS score FROM {table}
-               WHERE {table} MATCH ?1 ORDER BY rank LIMIT ?2) AS f"
+            "SELECT f.pk, f.score FROM (SELECT rowid AS pk, bm25({table}) AS score FROM {table}
+               WHERE {table} MATCH ?1 ORDER BY score LIMIT ?2) AS f"
         );
         let rows: Vec<(Key, f64)> = ctx
             .conn
@@ -371,10 +373,10 @@ fn fts_signal(ctx: &mut Ctx<'_>, expr: &str) -> Result<Vec<(Key, f64)>, SearchEr
             let rows: Vec<(Key, f64)> = ctx
                 .conn
                 .prepare_cached(
-                    "SELECT messages_fts.rowid, messages_fts.rank FROM messages_fts
+                    "SELECT messages_fts.rowid, bm25(messages_fts) AS score FROM messages_fts
                      JOIN messages m ON m.pk = messages_fts.rowid
                      WHERE messages_fts MATCH ?1 AND m.thread_id IN (SELECT value FROM json_each(?2))
-                     ORDER BY messages_fts.rank LIMIT ?3",
+                     ORDER BY score LIMIT ?3",
                 )?
                 .query_map(params![expr, threads, (depth * 2) as i64], |r| {
                     Ok((key(kind, r.get(0)?), -r.get::<_, f64>(1)?))
