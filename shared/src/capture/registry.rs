@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use regex::Regex;
+use regex_lite::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::wire::Role;
