@@ -100,14 +100,22 @@ const ready = (async () => {
   await initCore({ module_or_path: chrome.runtime.getURL('wasm/personkit_core_bg.wasm') });
   const stored = await chrome.storage.local.get(null);
   S.settings = { ...defaultSettings(), ...(stored.settings || {}) };
-  let rec = await loadTokenRecord();
-  if (typeof stored.token === 'string') {
-    // Upgrade from a version that kept the token in storage.local: move it, then delete it there.
-    if (!rec) {
-      rec = { token: stored.token, relay: validRelayUrl(S.settings.relayUrl) || DEFAULT_RELAY };
-      await saveTokenRecord(rec);
+  const legacy = typeof stored.token === 'string' ? { token: stored.token, relay: validRelayUrl(S.settings.relayUrl) || DEFAULT_RELAY } : null;
+  let rec = null;
+  try {
+    rec = await loadTokenRecord();
+    if (legacy) {
+      // Upgrade from a version that kept the token in storage.local: move it, then delete it there.
+      if (!rec) {
+        rec = legacy;
+        await saveTokenRecord(rec);
+      }
+      await chrome.storage.local.remove('token');
     }
-    await chrome.storage.local.remove('token');
+  } catch (e) {
+    // IndexedDB unavailable: keep working with a legacy token (left where it is) rather than not at all.
+    console.error('personkit: the token store is not available', e && e.message);
+    rec = rec || legacy;
   }
   S.token = rec ? rec.token : null;
   S.tokenRelay = rec ? rec.relay : null;
@@ -353,7 +361,8 @@ async function flush() {
           st.lastError = code;
         }
         if (r.applied.wipe_token) {
-          await saveTokenRecord(null);
+          // A failed delete only costs one more 401 after a restart; the queue outcome must still be recorded.
+          await saveTokenRecord(null).catch((e) => console.error('personkit: could not delete the token', e && e.message));
           S.token = null;
           S.tokenRelay = null;
         }
