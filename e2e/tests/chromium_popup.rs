@@ -1,6 +1,8 @@
 //! Popup settings writes in the real Chromium: a click is never silently lost. A change whose message never left
 //! (only its `storage.session` intent was written) is applied by the worker; a click while the service worker is
-//! stopped wakes it and is confirmed; a popup closed in the same instant as the click still gets its setting.
+//! stopped wakes it and is confirmed; a popup closed in the same instant as the click still gets its setting; a
+//! periodic refresh never reverts a change still awaiting its confirmation; a change whose every message fails
+//! shows an error (and is still applied from its intent).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -130,4 +132,94 @@ fn popup_settings_changes_are_never_lost() {
         "a replayed intent id was applied again"
     );
     assert!(settings(&s)["rev"].as_u64().unwrap() > before["rev"].as_u64().unwrap());
+}
+
+/// Wraps the popup page's own `chrome.runtime.sendMessage` (CDP evaluates in the page's world, which is the
+/// popup script's): `setSettings` messages are delayed by `delay_ms`, or rejected when `delay_ms` is negative.
+fn interfere_with_set_settings(popup: &Tab, delay_ms: i64) {
+    popup
+        .eval(&format!(
+            "(() => {{ const real = chrome.runtime.sendMessage.bind(chrome.runtime); const d = {delay_ms}; \
+             window.__setSettingsCalls = 0; \
+             chrome.runtime.sendMessage = (msg, ...rest) => {{ \
+               if (!msg || msg.type !== 'setSettings') return real(msg, ...rest); \
+               window.__setSettingsCalls++; \
+               if (d < 0) return Promise.reject(new Error('Could not establish connection. Receiving end does not exist.')); \
+               return new Promise((res) => setTimeout(res, d)).then(() => real(msg, ...rest)); }}; \
+             return true; }})()"
+        ))
+        .unwrap();
+}
+
+#[test]
+fn popup_keeps_pending_changes_and_reports_failures() {
+    let s = Session::start(&[]).unwrap();
+    let box_sel = "input[data-surface=\"browser-ext:copilot\"]";
+
+    // A slow confirmation (3.5 s, longer than the 2 s refresh period): the box never flips back meanwhile.
+    let popup = open_popup(&s);
+    interfere_with_set_settings(&popup, 3500);
+    popup
+        .eval(&format!(
+            "document.querySelector({}).click(), true",
+            json!(box_sel)
+        ))
+        .unwrap();
+    let start = Instant::now();
+    let mut flips = 0;
+    while start.elapsed() < Duration::from_millis(5000) {
+        let checked = popup
+            .eval(&format!(
+                "document.querySelector({}).checked",
+                json!(box_sel)
+            ))
+            .unwrap();
+        if checked != json!(true) {
+            flips += 1;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        flips, 0,
+        "a periodic refresh showed the box unchecked while its change was pending"
+    );
+    assert!(wait_setting(
+        &s,
+        "browser-ext:copilot",
+        true,
+        Duration::from_secs(10)
+    ));
+    let _ = popup.close();
+
+    // Every message rejected: the popup retries, then shows an error; the recorded intent still applies it.
+    let popup = open_popup(&s);
+    interfere_with_set_settings(&popup, -1);
+    popup
+        .eval(&format!(
+            "document.querySelector({}).click(), true",
+            json!(box_sel)
+        ))
+        .unwrap();
+    let err = popup
+        .wait_for(
+            "(() => { const e = document.querySelector('#settings-error'); return e && !e.hidden ? e.textContent : ''; })()",
+            Duration::from_secs(15),
+        )
+        .unwrap();
+    let calls = popup.eval("window.__setSettingsCalls").unwrap();
+    eprintln!("after {calls} rejected attempts the popup says: {err}");
+    assert!(
+        calls.as_u64().unwrap_or(0) >= 2,
+        "the popup did not retry a rejected message ({calls} attempts)"
+    );
+    assert!(
+        err.as_str()
+            .unwrap_or_default()
+            .contains("Could not confirm"),
+        "{err}"
+    );
+    assert!(
+        wait_setting(&s, "browser-ext:copilot", false, Duration::from_secs(15)),
+        "the change was lost although its intent was recorded"
+    );
 }
