@@ -327,6 +327,50 @@ impl Tab {
         Ok(r["result"]["value"].clone())
     }
 
+    /// Evaluates an expression (promises awaited) in one execution context of this target (e.g. a content
+    /// script's isolated world, see [`Tab::isolated_world`]) and returns its JSON value.
+    pub fn eval_in(&self, context_id: i64, expr: &str) -> Result<Value> {
+        let r = self.call(
+            "Runtime.evaluate",
+            json!({"expression": expr, "contextId": context_id, "returnByValue": true, "awaitPromise": true}),
+        )?;
+        if let Some(ex) = r.get("exceptionDetails") {
+            bail!(
+                "evaluating in context {context_id}: {}",
+                ex["exception"]["description"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| ex.to_string())
+            );
+        }
+        Ok(r["result"]["value"].clone())
+    }
+
+    /// The newest isolated world of extension `extension_id` in this page (its content script's context), as
+    /// reported by `Runtime.executionContextCreated` (the tab has `Runtime` enabled since it was opened).
+    pub fn isolated_world(&self, extension_id: &str, timeout: Duration) -> Result<i64> {
+        let origin = format!("chrome-extension://{extension_id}");
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found = self.cdp.events_matching(|e| {
+                e["method"] == "Runtime.executionContextCreated"
+                    && e["sessionId"].as_str() == Some(self.session.as_str())
+                    && e["params"]["context"]["auxData"]["type"] == "isolated"
+                    && e["params"]["context"]["origin"].as_str() == Some(origin.as_str())
+            });
+            if let Some(id) = found
+                .last()
+                .and_then(|e| e["params"]["context"]["id"].as_i64())
+            {
+                return Ok(id);
+            }
+            if Instant::now() > deadline {
+                bail!("no isolated world of {origin} appeared in this page within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Polls `expr` until it is truthy; returns its value.
     pub fn wait_for(&self, expr: &str, timeout: Duration) -> Result<Value> {
         let deadline = Instant::now() + timeout;

@@ -60,6 +60,12 @@ impl std::fmt::Debug for Firefox {
 impl Firefox {
     /// Starts Firefox headless; `addon_id` is the gecko id from the manifest (to pin its UUID).
     pub fn launch(addon_id: &str) -> Result<Firefox> {
+        Firefox::launch_with_prefs(addon_id, &json!({}))
+    }
+
+    /// As [`Firefox::launch`], with extra preferences (an object of pref name → value) on top of the defaults,
+    /// e.g. `{"extensions.background.idle.timeout": 1000}` to make the event page suspend after 1 s idle.
+    pub fn launch_with_prefs(addon_id: &str, extra_prefs: &Value) -> Result<Firefox> {
         if !Path::new(FIREFOX_BIN).exists() {
             bail!("{FIREFOX_BIN} not found: install Debian's `firefox-esr` (scripts/setup does)");
         }
@@ -109,21 +115,27 @@ impl Firefox {
             std::thread::sleep(Duration::from_millis(100));
         }
         let uuids = json!({ addon_id: EXTENSION_UUID }).to_string();
+        let mut prefs = json!({
+            "network.dns.forceResolve": "127.0.0.1",
+            "network.proxy.type": 0,
+            "extensions.webextensions.uuids": uuids,
+            "browser.shell.checkDefaultBrowser": false,
+            "datareporting.policy.dataSubmissionEnabled": false,
+            "app.update.enabled": false,
+            "network.dns.disableIPv6": true
+        });
+        if let (Some(base), Some(extra)) = (prefs.as_object_mut(), extra_prefs.as_object()) {
+            for (k, v) in extra {
+                base.insert(k.clone(), v.clone());
+            }
+        }
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "firefox",
             "acceptInsecureCerts": true,
             "moz:firefoxOptions": {
                 "binary": FIREFOX_BIN,
                 "args": ["-headless"],
-                "prefs": {
-                    "network.dns.forceResolve": "127.0.0.1",
-                    "network.proxy.type": 0,
-                    "extensions.webextensions.uuids": uuids,
-                    "browser.shell.checkDefaultBrowser": false,
-                    "datareporting.policy.dataSubmissionEnabled": false,
-                    "app.update.enabled": false,
-                    "network.dns.disableIPv6": true
-                }
+                "prefs": prefs
             }
         }}});
         let r = ff.post_raw("/session", &caps, Duration::from_secs(60))?;
@@ -202,7 +214,15 @@ impl Firefox {
 
     /// Opens an extension page in the current tab. WebDriver refuses to navigate to `moz-extension:` URLs, so
     /// the load is started from the chrome context with the system principal (as a user opening it would).
+    ///
+    /// Returns once a NEW document has loaded: the outgoing document may have the same URL (the popup reopened)
+    /// and is `complete` too, and under load it stays on screen for a while after the load starts. A test that
+    /// clicked in it clicked in a page being torn down, whose runtime message Firefox dropped with it — that was
+    /// the "lost popup toggle" of the Firefox e2e run. Documents are told apart by `performance.timeOrigin`.
     pub fn open_extension_page(&self, url: &str) -> Result<()> {
+        let before = self
+            .exec("return String(performance.timeOrigin)")
+            .unwrap_or(Value::Null);
         self.post("/moz/context", &json!({"context": "chrome"}))?;
         let r = self.exec(&format!(
             "const win = Services.wm.getMostRecentWindow('navigator:browser'); \
@@ -215,11 +235,13 @@ impl Firefox {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let here = self
-                .exec("return location.href + ' ' + document.readyState")
+                .exec("return [location.href + ' ' + document.readyState, String(performance.timeOrigin)]")
                 .unwrap_or_default();
-            if here
-                .as_str()
-                .is_some_and(|h| h.starts_with(url) && h.ends_with("complete"))
+            let new_document = !before.is_string() || here[1] != before;
+            if new_document
+                && here[0]
+                    .as_str()
+                    .is_some_and(|h| h.starts_with(url) && h.ends_with("complete"))
             {
                 return Ok(());
             }

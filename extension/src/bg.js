@@ -4,7 +4,9 @@
 // registered at the top level and awaits the one `ready` promise. Nothing that matters lives only in a global:
 // the queue, the dedupe set, settings, skipped threads and local stats are written to storage.local before any
 // reply, so a worker that is killed and restarted loses nothing. The relay token never leaves this context and
-// is sent only to the relay origin the user configured.
+// is sent only to the relay origin it was issued by: it is kept, with that origin, in the extension origin's
+// IndexedDB (see `secrets` below), never in storage.local, which content scripts (and so a compromised renderer)
+// can read and write.
 
 import initCore, * as core from './wasm/personkit_core.js';
 
@@ -17,10 +19,12 @@ const MAX_SKIPPED = 5000;
 const FETCH_TIMEOUT_MS = 15000;
 const ALARM = 'personkit-flush';
 
-/** In-memory mirror of storage.local; this worker is the only writer of every key except testFastFlush. */
+/** In-memory mirror of storage.local (and of the token record in IndexedDB); this worker is the only writer of
+ * every key except testFastFlush. */
 const S = {
   settings: null,
   token: null,
+  tokenRelay: null, // the relay origin the token was issued by; the token is sent nowhere else
   deviceId: null,
   queue: {},
   seen: {},
@@ -33,14 +37,88 @@ const S = {
 };
 
 function defaultSettings() {
-  return { relayUrl: DEFAULT_RELAY, enabled: {}, experimental: false, killSwitch: false };
+  return { relayUrl: DEFAULT_RELAY, enabled: {}, experimental: false, killSwitch: false, rev: 0 };
+}
+
+// ---- secrets: the device token in the extension origin's IndexedDB ---------------------------------------------
+//
+// Content scripts run with the page's origin for IndexedDB, so they (and a compromised renderer hosting them)
+// cannot open this database; storage.local, by contrast, is readable and writable from every content script. It
+// is persistent (unlike storage.session) and exists in Chromium's service worker and Firefox's background page.
+// The record binds the token to the relay origin that issued it, so a tampered `settings.relayUrl` in
+// storage.local cannot redirect the token anywhere else.
+
+const SECRETS_DB = 'personkit-secrets';
+const SECRETS_STORE = 'secrets';
+const TOKEN_KEY = 'deviceToken';
+
+function idb(req) {
+  return new Promise((resolve, reject) => {
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error || new Error('IndexedDB request failed'));
+  });
+}
+
+let secretsDb = null;
+function openSecrets() {
+  if (!secretsDb) {
+    const req = indexedDB.open(SECRETS_DB, 1);
+    req.onupgradeneeded = () => req.result.createObjectStore(SECRETS_STORE);
+    secretsDb = idb(req).catch((e) => {
+      secretsDb = null;
+      throw e;
+    });
+  }
+  return secretsDb;
+}
+
+async function secretsTx(mode, fn) {
+  const db = await openSecrets();
+  return new Promise((resolve, reject) => {
+    const tx = db.transaction(SECRETS_STORE, mode, { durability: 'strict' });
+    let out;
+    Promise.resolve(fn(tx.objectStore(SECRETS_STORE))).then((v) => {
+      out = v;
+    }, reject);
+    tx.oncomplete = () => resolve(out);
+    tx.onerror = () => reject(tx.error || new Error('IndexedDB transaction failed'));
+    tx.onabort = () => reject(tx.error || new Error('IndexedDB transaction aborted'));
+  });
+}
+
+async function loadTokenRecord() {
+  const rec = await secretsTx('readonly', (st) => idb(st.get(TOKEN_KEY)));
+  return rec && typeof rec.token === 'string' ? rec : null;
+}
+
+/** Writes (or, with `null`, deletes) the token record; resolves once the transaction is durable. */
+async function saveTokenRecord(rec) {
+  await secretsTx('readwrite', (st) => (rec ? st.put(rec, TOKEN_KEY) : st.delete(TOKEN_KEY)));
 }
 
 const ready = (async () => {
   await initCore({ module_or_path: chrome.runtime.getURL('wasm/personkit_core_bg.wasm') });
   const stored = await chrome.storage.local.get(null);
   S.settings = { ...defaultSettings(), ...(stored.settings || {}) };
-  S.token = typeof stored.token === 'string' ? stored.token : null;
+  const legacy = typeof stored.token === 'string' ? { token: stored.token, relay: validRelayUrl(S.settings.relayUrl) || DEFAULT_RELAY } : null;
+  let rec = null;
+  try {
+    rec = await loadTokenRecord();
+    if (legacy) {
+      // Upgrade from a version that kept the token in storage.local: move it, then delete it there.
+      if (!rec) {
+        rec = legacy;
+        await saveTokenRecord(rec);
+      }
+      await chrome.storage.local.remove('token');
+    }
+  } catch (e) {
+    // IndexedDB unavailable: keep working with a legacy token (left where it is) rather than not at all.
+    console.error('personkit: the token store is not available', e && e.message);
+    rec = rec || legacy;
+  }
+  S.token = rec ? rec.token : null;
+  S.tokenRelay = rec ? rec.relay : null;
   S.deviceId = stored.deviceId || crypto.randomUUID();
   S.queue = stored.queue || {};
   S.seen = stored.seen || {};
@@ -144,7 +222,6 @@ function hello(sender, msg) {
     conversation_id: a.conversation_id,
     thread_id: a.thread_id,
     state: captureState(a.surface.id, a.thread_id),
-    test: S.fast,
   };
 }
 
@@ -224,8 +301,9 @@ function scheduleFlush(ms) {
   }, Math.max(0, ms));
 }
 
+/** Where the token goes: only ever the relay origin that issued it. */
 function relayBase() {
-  return String(S.settings.relayUrl || DEFAULT_RELAY).replace(/\/+$/, '');
+  return String(S.tokenRelay || S.settings.relayUrl || DEFAULT_RELAY).replace(/\/+$/, '');
 }
 
 async function fetchWithTimeout(url, init) {
@@ -282,12 +360,13 @@ async function flush() {
           st.lastErrorMs = now;
           st.lastError = code;
         }
-        const keys = ['queue', 'stats'];
         if (r.applied.wipe_token) {
+          // A failed delete only costs one more 401 after a restart; the queue outcome must still be recorded.
+          await saveTokenRecord(null).catch((e) => console.error('personkit: could not delete the token', e && e.message));
           S.token = null;
-          keys.push('token');
+          S.tokenRelay = null;
         }
-        await persist(keys);
+        await persist(['queue', 'stats']);
         return r;
       });
       const retry = res.applied.retry_in_ms;
@@ -381,24 +460,81 @@ function validRelayUrl(u) {
   }
 }
 
-async function setSettings(patch) {
-  if (!patch || typeof patch !== 'object') return { error: 'invalid_message' };
-  await exclusive(async () => {
-    const s = { ...S.settings, enabled: { ...S.settings.enabled } };
-    if ('relayUrl' in patch) {
-      const u = validRelayUrl(patch.relayUrl);
-      if (!u) throw new Error('invalid relay URL');
-      s.relayUrl = u;
+/** `patch` applied to `s` (absolute values, so applying a patch twice changes nothing); throws on a bad URL. */
+function patchedSettings(s, patch) {
+  const out = { ...s, enabled: { ...s.enabled } };
+  if ('relayUrl' in patch) {
+    const u = validRelayUrl(patch.relayUrl);
+    if (!u) throw new Error('invalid relay URL');
+    out.relayUrl = u;
+  }
+  for (const k of ['experimental', 'killSwitch']) if (k in patch) out[k] = patch[k] === true;
+  if (patch.enabled && typeof patch.enabled === 'object') {
+    for (const [id, on] of Object.entries(patch.enabled)) if (surfaceInfo(id)) out.enabled[id] = on === true;
+  }
+  return out;
+}
+
+// Settings intents (see popup.js): the popup records each change in storage.session (extension pages and this
+// worker only; content scripts cannot read or write it) before messaging it, so a change whose message is lost
+// (popup closed at once, worker waking up) is still applied here: on the message, on the storage change, or on
+// the next start. Ids already applied are remembered (storage.session `settingsApplied`), so a retried message or
+// a late duplicate never reapplies an older change over a newer one.
+const INTENT_PREFIX = 'settingsIntent:';
+const APPLIED_KEY = 'settingsApplied';
+const MAX_APPLIED = 200;
+
+function validIntentKey(k) {
+  return typeof k === 'string' && k.startsWith(INTENT_PREFIX) && k.length <= INTENT_PREFIX.length + 64;
+}
+
+/** Applies every recorded intent (oldest first), plus `extra` ({key, patch}) from a message if it was not
+ * recorded; persists once; removes the applied intents. Runs inside `exclusive`. */
+async function applyIntents(extra) {
+  let session = {};
+  try {
+    session = await chrome.storage.session.get(null);
+  } catch (e) {
+    console.warn('personkit: storage.session unavailable', e && e.message);
+  }
+  const applied = Array.isArray(session[APPLIED_KEY]) ? session[APPLIED_KEY] : [];
+  const todo = Object.entries(session)
+    .filter(([k, v]) => validIntentKey(k) && v && typeof v === 'object' && v.patch && typeof v.patch === 'object')
+    .map(([k, v]) => ({ key: k, patch: v.patch, at: Number(v.at) || 0 }))
+    .sort((a, b) => a.at - b.at);
+  if (extra && !applied.includes(extra.key) && !todo.some((t) => t.key === extra.key)) todo.push({ ...extra, at: Date.now() });
+  if (todo.length === 0) return false;
+  let s = S.settings;
+  let bad = null;
+  for (const t of todo) {
+    if (applied.includes(t.key)) continue;
+    try {
+      s = patchedSettings(s, t.patch);
+    } catch (e) {
+      if (extra && t.key === extra.key) bad = e;
     }
-    for (const k of ['experimental', 'killSwitch']) if (k in patch) s[k] = patch[k] === true;
-    if (patch.enabled && typeof patch.enabled === 'object') {
-      for (const [id, on] of Object.entries(patch.enabled)) if (surfaceInfo(id)) s.enabled[id] = on === true;
-    }
-    S.settings = s;
+    applied.push(t.key);
+  }
+  if (s !== S.settings) {
+    S.settings = { ...s, rev: (S.settings.rev || 0) + 1 };
     await persist(['settings']);
-  });
-  broadcast();
-  return { ok: true };
+  }
+  try {
+    await chrome.storage.session.set({ [APPLIED_KEY]: applied.slice(-MAX_APPLIED) });
+    await chrome.storage.session.remove(todo.map((t) => t.key).filter((k) => k in session));
+  } catch (e) {
+    console.warn('personkit: could not clear applied settings intents', e && e.message);
+  }
+  if (bad) throw bad;
+  return true;
+}
+
+async function setSettings(patch, intent) {
+  if (!patch || typeof patch !== 'object') return { error: 'invalid_message' };
+  const key = validIntentKey(intent) ? intent : `${INTENT_PREFIX}${crypto.randomUUID()}`;
+  const changed = await exclusive(() => applyIntents({ key, patch }));
+  if (changed) broadcast();
+  return { ok: true, settings: S.settings };
 }
 
 async function setPatterns(patterns) {
@@ -444,10 +580,12 @@ async function pair(msg) {
     return { ok: false, error: `Pairing failed: ${why}.${hint}` };
   }
   await exclusive(async () => {
+    await saveTokenRecord({ token: body.token, relay: base });
     S.token = body.token;
-    S.settings = { ...S.settings, relayUrl: base, everPaired: true };
+    S.tokenRelay = base;
+    S.settings = { ...S.settings, relayUrl: base, everPaired: true, rev: (S.settings.rev || 0) + 1 };
     S.queue = json(core.onPaired, { queue: S.queue });
-    await persist(['token', 'settings', 'queue']);
+    await persist(['settings', 'queue']);
   });
   scheduleFlush(0);
   return { ok: true };
@@ -527,7 +665,7 @@ async function handle(msg, sender) {
       case 'popupState':
         return popupState();
       case 'setSettings':
-        return setSettings(msg.patch);
+        return setSettings(msg.patch, msg.intent);
       case 'setPatterns':
         return setPatterns(msg.patterns);
       case 'pair':
@@ -550,6 +688,12 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
 });
 
 chrome.storage.onChanged.addListener((changes, area) => {
+  if (area === 'session') {
+    if (Object.entries(changes).some(([k, c]) => validIntentKey(k) && c.newValue !== undefined)) {
+      ready.then(() => exclusive(() => applyIntents(null))).then((changed) => changed && broadcast(), (e) => console.warn('personkit: settings intent', e && e.message));
+    }
+    return;
+  }
   if (area !== 'local') return;
   ready.then(() => {
     if ('testFastFlush' in changes) {
@@ -571,9 +715,11 @@ chrome.runtime.onStartup.addListener(() => {
   ready.then(() => scheduleFlush(0));
 });
 
-// A restarted worker resumes delivery of whatever was persisted.
+// A restarted worker resumes delivery of whatever was persisted, and applies settings changes whose message
+// never arrived.
 ready.then(
   () => {
+    exclusive(() => applyIntents(null)).then((changed) => changed && broadcast(), (e) => console.warn('personkit: settings intent', e && e.message));
     chrome.alarms.get(ALARM).then((a) => a || chrome.alarms.create(ALARM, { periodInMinutes: 1 }));
     if (queueSummary().queue_length > 0) scheduleFlush(core.flushDelayMs(S.fast));
   },

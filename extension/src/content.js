@@ -24,7 +24,6 @@
   let adapter = null; // the registry entry for this surface
   let conversationId = null;
   let state = 'off';
-  let testMode = false;
   let lastUrl = location.href;
   let timer = null;
   let helloSeq = 0;
@@ -84,8 +83,9 @@
   }
 
   async function onBadgeClick(ev) {
-    // Only a real user click (or a test run, see TESTING.md) may skip or resume; page scripts can dispatch clicks.
-    if (!ev.isTrusted && !testMode) return;
+    // Only a real user click may skip or resume: page scripts can dispatch clicks (tests click with trusted input
+    // events too, see TESTING.md).
+    if (!ev.isTrusted) return;
     if (state !== 'capturing' && state !== 'skipped') return;
     const r = await send({ type: 'toggleSkip', url: location.href });
     if (r && typeof r.state === 'string') {
@@ -366,7 +366,6 @@
     state = r.state || 'off';
     // Turning capture back on re-reads the whole page: the worker's dedupe set drops what it already has.
     if (state === 'capturing' && was !== 'capturing') sentText = new Map();
-    testMode = r.test === true;
     if (!adapter) return;
     ensureBadge();
     if (state === 'capturing') schedule();

@@ -1,13 +1,137 @@
 // personkit popup: talks only to the worker (never to the relay, never holds the token). Element ids are test
 // hooks documented in TESTING.md.
+//
+// A user's click is never silently lost. Every settings change is (1) recorded as an intent in storage.session —
+// written by the browser even if this page closes right after the click, readable by extension pages and the
+// worker only, and applied by the worker on its next start or storage change if the message below never arrives —
+// and (2) sent to the worker, which applies it (idempotently: a patch sets absolute values) and replies with the
+// settings it persisted. The popup retries a rejected or unanswered message, shows an error if every attempt
+// failed, and never lets a periodic render overwrite a control whose change is not yet confirmed (pending
+// controls are left alone, and a state older than the newest confirmed settings revision is ignored).
 
 const $ = (id) => document.getElementById(id);
 
-function send(msg) {
-  return chrome.runtime.sendMessage(msg);
+const SEND_TIMEOUT_MS = 4000;
+const WRITE_ATTEMPTS = 4;
+
+function delay(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** One message to the worker; rejects on a browser error, on no answer within `timeoutMs`, or on no reply. */
+function sendOnce(msg, timeoutMs = SEND_TIMEOUT_MS) {
+  let timer = null;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from the extension's worker within ${timeoutMs} ms`)), timeoutMs);
+  });
+  return Promise.race([chrome.runtime.sendMessage(msg), timeout])
+    .then((r) => {
+      // Firefox resolves with undefined when no listener answered (e.g. a background page that was shutting down).
+      if (r === undefined) throw new Error('the extension\'s worker did not answer');
+      return r;
+    })
+    .finally(() => clearTimeout(timer));
+}
+
+/** `sendOnce` retried with backoff (for idempotent requests only). */
+async function send(msg, attempts = 1, timeoutMs = SEND_TIMEOUT_MS) {
+  let last = null;
+  for (let i = 0; i < attempts; i++) {
+    if (i > 0) await delay(250 * 2 ** (i - 1));
+    try {
+      return await sendOnce(msg, timeoutMs);
+    } catch (e) {
+      last = e;
+      console.warn(`personkit popup: ${msg.type} attempt ${i + 1}/${attempts} failed: ${e && e.message}`);
+    }
+  }
+  throw last || new Error('not sent');
 }
 
 let current = null;
+/** Newest settings revision the worker confirmed; states carrying an older one are stale. */
+let confirmedRev = -1;
+/** Control key (`killSwitch`, `experimental`, `enabled:<surface>`) → value the user chose, not yet confirmed. */
+const pending = new Map();
+
+function showSettingsError(text) {
+  const el = $('settings-error');
+  el.hidden = !text;
+  el.textContent = text || '';
+}
+
+function patchKeys(patch) {
+  const keys = [];
+  for (const k of ['killSwitch', 'experimental']) if (k in patch) keys.push([k, patch[k]]);
+  for (const [id, on] of Object.entries(patch.enabled || {})) keys.push([`enabled:${id}`, on]);
+  return keys;
+}
+
+function controlFor(key) {
+  if (key === 'killSwitch') return $('kill-switch');
+  if (key === 'experimental') return $('experimental');
+  const id = key.slice('enabled:'.length);
+  return document.querySelector(`input[data-surface="${CSS.escape(id)}"]`);
+}
+
+function settingValue(settings, key) {
+  if (key.startsWith('enabled:')) return !!(settings.enabled || {})[key.slice('enabled:'.length)];
+  return !!settings[key];
+}
+
+/** Sends one settings change the user made; resolves when the worker confirmed it or every attempt failed. */
+async function writeSettings(patch) {
+  const id = crypto.randomUUID();
+  const keys = patchKeys(patch);
+  for (const [k, v] of keys) pending.set(k, { v, id });
+  showSettingsError('');
+  // The intent and the message both leave in this same task (the click's), so a popup closed right after the
+  // click has already handed both to the browser; the worker removes the intent once applied and ignores
+  // whichever of the two reaches it second (see the header comment).
+  const intentKey = `settingsIntent:${id}`;
+  const recording = chrome.storage.session.set({ [intentKey]: { patch, at: Date.now() } }).then(
+    () => true,
+    (e) => {
+      console.warn('personkit popup: could not record the settings intent', e && e.message);
+      return false;
+    },
+  );
+  let reply = null;
+  let error = null;
+  try {
+    reply = await send({ type: 'setSettings', patch, intent: intentKey }, WRITE_ATTEMPTS);
+    if (!reply || reply.error || !reply.settings) throw new Error((reply && reply.error) || 'unexpected reply');
+  } catch (e) {
+    error = e;
+  }
+  const recorded = await recording;
+  for (const [k] of keys) if (pending.get(k)?.id === id) pending.delete(k);
+  if (error) {
+    const later = recorded ? ' It is kept and will be applied when the extension wakes up; reopen the popup to check.' : ' Click it again.';
+    showSettingsError(`Could not confirm this setting (${error.message}).${later}`);
+    for (const [k] of keys) {
+      const el = controlFor(k);
+      if (el && current) el.checked = settingValue(current.settings, k);
+    }
+    return;
+  }
+  if (typeof reply.settings.rev === 'number' && reply.settings.rev >= confirmedRev) {
+    confirmedRev = reply.settings.rev;
+    if (current) current = { ...current, settings: reply.settings };
+  }
+  for (const [k] of keys) {
+    const el = controlFor(k);
+    if (el && !pending.has(k)) el.checked = settingValue(reply.settings, k);
+  }
+  refresh();
+}
+
+/** Sets a checkbox from the worker's state unless the user has an unconfirmed change on it. */
+function syncCheckbox(el, key, settings) {
+  if (pending.has(key)) return;
+  const v = settingValue(settings, key);
+  if (el.checked !== v) el.checked = v;
+}
 
 function setText(el, text) {
   if (el.textContent !== text) el.textContent = text;
@@ -43,7 +167,7 @@ function renderSurfaces(s) {
       box.type = 'checkbox';
       box.setAttribute('data-surface', surf.id);
       box.addEventListener('change', () => {
-        send({ type: 'setSettings', patch: { enabled: { [surf.id]: box.checked } } }).then(refresh);
+        writeSettings({ enabled: { [surf.id]: box.checked } });
       });
       name.append(box, ` ${surf.name}`);
       li.append(dot, name);
@@ -56,8 +180,7 @@ function renderSurfaces(s) {
       list.append(li);
     }
     li.hidden = surf.status === 'experimental' && !s.settings.experimental;
-    const box = li.querySelector('input[data-surface]');
-    if (box.checked !== surf.enabled && document.activeElement !== box) box.checked = surf.enabled;
+    syncCheckbox(li.querySelector('input[data-surface]'), `enabled:${surf.id}`, s.settings);
     const dot = li.querySelector('[data-health]');
     dot.setAttribute('data-status', surf.light);
     dot.title = `${surf.light}: ${surf.accepted} delivered from this browser`;
@@ -83,12 +206,16 @@ function renderPatterns(errors) {
 }
 
 function render(s) {
+  // A state read before the newest confirmed write is stale: keep showing what the worker confirmed.
+  const rev = typeof s.settings.rev === 'number' ? s.settings.rev : -1;
+  if (rev < confirmedRev && current) s = { ...s, settings: current.settings };
+  else confirmedRev = Math.max(confirmedRev, rev);
   current = s;
   renderPairStatus(s);
   const relay = $('relay-url');
   if (document.activeElement !== relay && !relay.dataset.touched) relay.value = s.settings.relayUrl || '';
-  $('kill-switch').checked = !!s.settings.killSwitch;
-  $('experimental').checked = !!s.settings.experimental;
+  syncCheckbox($('kill-switch'), 'killSwitch', s.settings);
+  syncCheckbox($('experimental'), 'experimental', s.settings);
   setText($('queue-length'), String(s.queueLength));
   setText($('sent-count'), String(s.sent));
   setText($('held-count'), String(s.held));
@@ -104,9 +231,18 @@ function render(s) {
   }
 }
 
+let refreshing = false;
 async function refresh() {
-  const s = await send({ type: 'popupState' });
-  if (s && !s.error) render(s);
+  if (refreshing) return;
+  refreshing = true;
+  try {
+    const s = await send({ type: 'popupState' }, 2, 20000);
+    if (s && !s.error && s.settings) render(s);
+  } catch (e) {
+    console.warn('personkit popup: state not available', e && e.message);
+  } finally {
+    refreshing = false;
+  }
 }
 
 $('relay-url').addEventListener('input', (e) => {
@@ -120,7 +256,13 @@ $('pair-button').addEventListener('click', async () => {
   const status = $('pair-status');
   status.classList.remove('paired', 'signin');
   status.textContent = 'Pairing…';
-  const r = await send({ type: 'pair', relayUrl: $('relay-url').value.trim(), code: $('pair-code').value.trim() });
+  // Pairing spends a one-time code: it is sent once (no retry), and a failure is shown.
+  let r = null;
+  try {
+    r = await sendOnce({ type: 'pair', relayUrl: $('relay-url').value.trim(), code: $('pair-code').value.trim() }, 30000);
+  } catch (e) {
+    r = { ok: false, error: `Pairing did not complete: ${e.message}` };
+  }
   if (r && r.ok) {
     $('pair-code').value = '';
     delete $('relay-url').dataset.touched;
@@ -132,15 +274,21 @@ $('pair-button').addEventListener('click', async () => {
 });
 
 $('kill-switch').addEventListener('change', (e) => {
-  send({ type: 'setSettings', patch: { killSwitch: e.target.checked } }).then(refresh);
+  writeSettings({ killSwitch: e.target.checked });
 });
 $('experimental').addEventListener('change', (e) => {
-  send({ type: 'setSettings', patch: { experimental: e.target.checked } }).then(refresh);
+  writeSettings({ experimental: e.target.checked });
 });
 
 $('save-patterns').addEventListener('click', async () => {
   const lines = $('patterns').value.split('\n');
-  const r = await send({ type: 'setPatterns', patterns: lines });
+  let r = null;
+  try {
+    r = await send({ type: 'setPatterns', patterns: lines }, WRITE_ATTEMPTS);
+  } catch (e) {
+    r = { error: e.message };
+  }
+  showSettingsError(r && r.ok ? '' : `Could not save the patterns (${(r && r.error) || 'no answer'}). Click Save again.`);
   if (r && r.ok) {
     delete $('patterns').dataset.touched;
     await refresh();

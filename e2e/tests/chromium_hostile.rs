@@ -1,0 +1,295 @@
+//! Hostile pages and the device token, in the real Chromium with the built extension and the real relay.
+//!
+//! - `hostile_page_cannot_steer_capture_or_read_the_token`: the `scenarios/chatgpt_hostile` page forges window
+//!   messages of every shape the extension might accept, message events claiming the extension's origin, custom
+//!   and navigation events, runtime messages to the extension id, synthetic badge clicks; reads the badge and its
+//!   own storage; then rewrites `history` to a second conversation and injects turns claiming a third
+//!   conversation and another surface. The corpus must hold exactly the page's own turns, each under the thread
+//!   id derived from the URL the frame had when the turn was read, nothing else on any surface, and nothing the
+//!   page read may contain the token. The content script's isolated world cannot read the token either.
+//! - `token_lives_outside_storage_local_and_migrates`: the token is in the extension origin's IndexedDB, not in
+//!   storage.local; a token left in storage.local by an older version is moved there (and deleted) when the
+//!   worker restarts, and delivery works with it afterwards.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use personkit_e2e::fixtures::{self, Case};
+use personkit_e2e::session::{LAND_TIMEOUT, SETTLE, Session, wait_fixture_done};
+use serde_json::{Value, json};
+
+const CHATGPT: &str = "browser-ext:chatgpt";
+const OTHER_SURFACES: &[&str] = &[
+    "browser-ext:claude",
+    "browser-ext:gemini",
+    "browser-ext:copilot",
+];
+
+/// The token record from the extension origin's IndexedDB, read in the worker (a trusted context).
+const READ_TOKEN_RECORD: &str = r#"(async () => {
+  const db = await new Promise((res, rej) => { const r = indexedDB.open('personkit-secrets'); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+  if (!db.objectStoreNames.contains('secrets')) { db.close(); return null; }
+  const rec = await new Promise((res, rej) => { const q = db.transaction('secrets').objectStore('secrets').get('deviceToken'); q.onsuccess = () => res(q.result); q.onerror = () => rej(q.error); });
+  db.close();
+  return rec || null;
+})()"#;
+
+fn token_record(s: &Session) -> Value {
+    // The worker may be between restarts: retry briefly.
+    let mut last = None;
+    for _ in 0..20 {
+        match s.worker_eval(READ_TOKEN_RECORD) {
+            Ok(v) => return v,
+            Err(e) => last = Some(e),
+        }
+        s.popup.reload().ok();
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!("could not read the token record from the worker: {last:?}");
+}
+
+fn storage_local(s: &Session) -> Value {
+    s.popup
+        .eval("chrome.storage.local.get(null)")
+        .expect("storage.local from the popup")
+}
+
+fn all_surfaces_text(s: &Session) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for surface in std::iter::once(&CHATGPT).chain(OTHER_SURFACES) {
+        for m in s.messages(surface).unwrap() {
+            out.push((surface.to_string(), m.thread_id, m.content));
+        }
+    }
+    out
+}
+
+#[test]
+fn hostile_page_cannot_steer_capture_or_read_the_token() {
+    let s = Session::start(&[CHATGPT]).unwrap();
+    let ext = s.browser.extension_id.clone().unwrap();
+    let rec = token_record(&s);
+    let token = rec["token"]
+        .as_str()
+        .expect("the paired token is in the extension's IndexedDB")
+        .to_string();
+    assert!(token.len() >= 16, "implausible token");
+    let local = storage_local(&s);
+    assert!(
+        local.get("token").is_none() && !local.to_string().contains(&token),
+        "the token is in storage.local, which content scripts can read"
+    );
+
+    let case = Session::scenario_case("scenarios/chatgpt_hostile").unwrap();
+    s.serve_case(&case);
+    let tab = s
+        .browser
+        .open_tab(&format!("{}?ext={ext}", case.url()))
+        .unwrap();
+    tab.wait_for(
+        "document.documentElement.dataset.phase === '1' && document.querySelector('#personkit-badge')?.dataset.state === 'capturing'",
+        Duration::from_secs(30),
+    )
+    .unwrap();
+
+    // The content script's own isolated world: storage.local has no token, storage.session is closed to it,
+    // and the IndexedDB it sees is the page's (no secrets store).
+    let world = tab.isolated_world(&ext, Duration::from_secs(10)).unwrap();
+    let seen = tab
+        .eval_in(
+            world,
+            r#"(async () => {
+  const out = {};
+  out.local = JSON.stringify(await chrome.storage.local.get(null));
+  try { out.session = JSON.stringify(await chrome.storage.session.get(null)); } catch (e) { out.session = 'refused: ' + e.message; }
+  out.origin = location.origin;
+  out.runtimeId = chrome.runtime.id;
+  const db = await new Promise((res, rej) => { const r = indexedDB.open('personkit-secrets'); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+  out.stores = Array.from(db.objectStoreNames);
+  db.close();
+  return out;
+})()"#,
+        )
+        .unwrap();
+    eprintln!(
+        "content script isolated world: origin {}, storage.local {} bytes, storage.session: {}, IndexedDB stores {}",
+        seen["origin"],
+        seen["local"].as_str().unwrap_or_default().len(),
+        seen["session"]
+            .as_str()
+            .unwrap_or_default()
+            .chars()
+            .take(120)
+            .collect::<String>(),
+        seen["stores"]
+    );
+    assert_eq!(
+        seen["runtimeId"],
+        json!(ext),
+        "evaluated in the wrong context"
+    );
+    assert!(
+        seen["local"].as_str().is_some_and(|l| l.len() > 2),
+        "the content script read an empty storage.local (wrong context?): {seen}"
+    );
+    assert!(
+        !seen.to_string().contains(&token),
+        "the content script's isolated world can read the token: {seen}"
+    );
+    assert!(
+        seen["session"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("refused")),
+        "storage.session (settings intents) must be closed to content scripts: {seen}"
+    );
+
+    // Phase 1 lands (the page's own first conversation), then the page rewrites history and injects turns.
+    let mut first = case.clone();
+    first.expected.conversations.truncate(1);
+    let problems = s.wait_landed(&first, LAND_TIMEOUT).unwrap();
+    assert!(
+        problems.is_empty(),
+        "the hostile page's own conversation did not land:\n{}",
+        problems.join("\n")
+    );
+    tab.eval("document.documentElement.dataset.go = '1', true")
+        .unwrap();
+    wait_fixture_done(&tab, &case).unwrap();
+    let problems = s.wait_landed(&case, LAND_TIMEOUT).unwrap();
+    std::thread::sleep(SETTLE);
+    let msgs = s.messages(CHATGPT).unwrap();
+    let mut problems = if problems.is_empty() {
+        fixtures::diff(&case, &msgs)
+    } else {
+        problems
+    };
+    for m in fixtures::strays(&msgs, &case.thread_ids()) {
+        problems.push(format!(
+            "stored in a thread the page's URL never named ({}): {} {:?}",
+            m.thread_id, m.role, m.content
+        ));
+    }
+    for (surface, thread, content) in all_surfaces_text(&s) {
+        if surface != CHATGPT {
+            problems.push(format!("stored on {surface} ({thread}): {content:?}"));
+        }
+        if content.contains("FORGED") {
+            problems.push(format!(
+                "forged text stored on {surface} ({thread}): {content:?}"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "hostile page:\n{}",
+        problems.join("\n")
+    );
+
+    // The forged badge clicks did not skip the conversation, and nothing the page read holds the token.
+    assert_eq!(
+        Session::badge_state(&tab).unwrap().as_deref(),
+        Some("capturing")
+    );
+    let report = tab
+        .eval("document.documentElement.dataset.hostileReport || ''")
+        .unwrap();
+    let report = report.as_str().unwrap_or_default().to_string();
+    let parsed: Value = serde_json::from_str(&report).expect("the page wrote its report");
+    eprintln!(
+        "hostile page: {} window messages posted, {} forged events; runtime: {}; page IndexedDB: {}; secrets stores seen by the page: {}; globals: {}",
+        parsed["posted"],
+        parsed["events"],
+        parsed["runtime"],
+        parsed["storage"]["idb"],
+        parsed["storage"]["secretsStores"],
+        parsed["globals"]
+    );
+    assert!(
+        parsed["posted"].as_u64().unwrap_or(0) >= 100,
+        "the page did not run its attacks"
+    );
+    assert!(
+        !report.contains(&token),
+        "the hostile page obtained the token"
+    );
+    assert!(
+        !parsed["runtime"].to_string().contains("answered: {"),
+        "the page got an answer from the extension: {}",
+        parsed["runtime"]
+    );
+    // The settings the page tried to change through forged messages are untouched.
+    let local = storage_local(&s);
+    assert_eq!(local["settings"]["killSwitch"], json!(false));
+    assert_ne!(
+        local["settings"]["enabled"]["browser-ext:claude"],
+        json!(true)
+    );
+    assert_eq!(token_record(&s)["token"], json!(token));
+}
+
+#[test]
+fn token_lives_outside_storage_local_and_migrates() {
+    let s = Session::start(&[CHATGPT]).unwrap();
+    let rec = token_record(&s);
+    let token = rec["token"].as_str().expect("token record").to_string();
+    assert_eq!(
+        rec["relay"].as_str(),
+        Some(s.proxy.url().trim_end_matches('/')),
+        "the token is bound to the relay origin that issued it"
+    );
+    assert!(storage_local(&s).get("token").is_none());
+
+    // An older version's layout: the token in storage.local, none in IndexedDB.
+    s.worker_eval(
+        r#"(async () => {
+  const db = await new Promise((res, rej) => { const r = indexedDB.open('personkit-secrets'); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+  await new Promise((res, rej) => { const tx = db.transaction('secrets', 'readwrite'); tx.objectStore('secrets').delete('deviceToken'); tx.oncomplete = res; tx.onerror = () => rej(tx.error); });
+  db.close();
+  return true;
+})()"#,
+    )
+    .unwrap();
+    s.popup
+        .eval(&format!(
+            "chrome.storage.local.set({{token: {}}}).then(() => true)",
+            json!(token)
+        ))
+        .unwrap();
+    assert_eq!(token_record(&s), Value::Null);
+    s.terminate_worker().unwrap();
+    // Opening the popup wakes a fresh worker, which migrates the token before it answers.
+    let shown = s.popup_queue_length().unwrap();
+    assert!(!shown.is_empty());
+    let rec = token_record(&s);
+    assert_eq!(
+        rec["token"],
+        json!(token),
+        "the restarted worker did not move the token into IndexedDB"
+    );
+    let local = storage_local(&s);
+    assert!(
+        local.get("token").is_none() && !local.to_string().contains(&token),
+        "the migrated token was left in storage.local"
+    );
+    // Delivery still works with the migrated token (and the popup still says Paired).
+    let c: Case = fixtures::cases("chatgpt")
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name == "chatgpt/short")
+        .unwrap();
+    let tab = s.open_case(&c).unwrap();
+    let problems = s.wait_landed(&c, LAND_TIMEOUT).unwrap();
+    assert!(
+        problems.is_empty(),
+        "after the migration: {}",
+        problems.join("\n")
+    );
+    let _ = tab.close();
+    s.popup.reload().unwrap();
+    s.popup
+        .wait_for(
+            "(document.querySelector('#pair-status')?.textContent || '').includes('Paired')",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+}
