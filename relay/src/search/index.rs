@@ -190,7 +190,13 @@ impl VecIndex {
              JOIN embeddings e ON e.text_hash = s.text_hash AND e.model_id = ?3 AND e.model_version = ?4
              WHERE s.kind = ?1 AND s.model_key = ?2 AND s.dim = ?5",
         )?;
-        let mut rows = st.query(params![kind.as_str(), model_key, model_id, version, dim as i64])?;
+        let mut rows = st.query(params![
+            kind.as_str(),
+            model_key,
+            model_id,
+            version,
+            dim as i64
+        ])?;
         while let Some(r) = rows.next()? {
             let pk: i64 = r.get(0)?;
             let v = blob_to_vec(r.get_ref(1)?.as_blob()?);
