@@ -336,10 +336,25 @@ pub fn with_index<T>(
     dim: usize,
     f: impl FnOnce(&VecIndex) -> T,
 ) -> rusqlite::Result<T> {
+    let slot = shared(conn, kind, model_key, dim)?;
+    let ix = slot.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(f(&ix))
+}
+
+/// The up-to-date index of `kind`/`model_key`/`dim` for this corpus (loaded on first use), as a handle that
+/// another thread can search without the connection (only catching up needs the corpus). A connection without a
+/// file path (in-memory corpus) gets a fresh, uncached index.
+pub fn shared(
+    conn: &Connection,
+    kind: Kind,
+    model_key: &str,
+    dim: usize,
+) -> rusqlite::Result<Arc<Mutex<VecIndex>>> {
     let path = conn.path().filter(|p| !p.is_empty()).map(str::to_owned);
     let Some(path) = path else {
-        let ix = VecIndex::load(conn, kind, model_key, dim)?;
-        return Ok(f(&ix));
+        return Ok(Arc::new(Mutex::new(VecIndex::load(
+            conn, kind, model_key, dim,
+        )?)));
     };
     let slot = {
         let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
@@ -347,11 +362,13 @@ pub fn with_index<T>(
             .or_insert_with(|| Arc::new(Mutex::new(VecIndex::new(0))))
             .clone()
     };
-    let mut ix = slot.lock().unwrap_or_else(|e| e.into_inner());
-    if ix.dim != dim || !ix.catch_up(conn, kind, model_key)? {
-        *ix = VecIndex::load(conn, kind, model_key, dim)?;
+    {
+        let mut ix = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if ix.dim != dim || !ix.catch_up(conn, kind, model_key)? {
+            *ix = VecIndex::load(conn, kind, model_key, dim)?;
+        }
     }
-    Ok(f(&ix))
+    Ok(slot)
 }
 
 #[cfg(test)]

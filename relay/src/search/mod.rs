@@ -452,32 +452,47 @@ pub fn vector_candidates(
         }
         keep
     } else {
-        index::with_index(conn, kind, model_key, dim, |ix| {
-            let candidates = (depth * BIT_OVERSAMPLE)
-                .max(MIN_CANDIDATES)
-                .max(ix.len() / CANDIDATE_FRACTION);
-            ix.search(qv, depth, candidates)
-        })?
+        index::with_index(conn, kind, model_key, dim, |ix| search_index(ix, qv, depth))?
     };
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     Ok(scored)
 }
 
+/// The in-memory path of [`vector_candidates`]: best first, at most `depth`.
+fn search_index(ix: &index::VecIndex, qv: &[f32], depth: usize) -> Vec<(i64, f64)> {
+    let candidates = (depth * BIT_OVERSAMPLE)
+        .max(MIN_CANDIDATES)
+        .max(ix.len() / CANDIDATE_FRACTION);
+    let mut scored = ix.search(qv, depth, candidates);
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored
+}
+
+/// How many vector candidates to take before filters: deeper when surface/time filters will drop some.
+fn vector_depth(q: &Query) -> usize {
+    let filtered = q.surface.is_some() || q.since.is_some() || q.until.is_some();
+    if filtered { q.depth * 4 } else { q.depth }
+}
+
+/// Raw in-memory candidates per kind, computed off the query's connection (see [`query`]).
+type Prefetched = Vec<(Kind, Vec<(i64, f64)>)>;
+
 fn vector_signal(
     ctx: &mut Ctx<'_>,
     embedder: &dyn Embedder,
     qv: &[f32],
+    mut prefetched: Prefetched,
 ) -> Result<Vec<(Key, f64)>, SearchError> {
     let model_key = embedder.model_key();
     let mut all = Vec::new();
-    let filtered = ctx.q.surface.is_some() || ctx.q.since.is_some() || ctx.q.until.is_some();
-    let depth = if filtered {
-        ctx.q.depth * 4
-    } else {
-        ctx.q.depth
-    };
+    let depth = vector_depth(ctx.q);
     for kind in ctx.kinds() {
-        let rows = vector_candidates(ctx.conn, kind, &model_key, qv, depth, &ctx.q.threads, false)?;
+        let rows = match prefetched.iter().position(|(k, _)| *k == kind) {
+            Some(i) => prefetched.swap_remove(i).1,
+            None => {
+                vector_candidates(ctx.conn, kind, &model_key, qv, depth, &ctx.q.threads, false)?
+            }
+        };
         let rows = rows.into_iter().map(|(pk, s)| (key(kind, pk), s)).collect();
         let kept = ctx.filter(rows)?;
         all = merge_by_score(all, kept);
@@ -555,26 +570,63 @@ pub fn query(
     };
     let terms = text::query_terms(&q.text);
     let mut lists = Vec::new();
-    if q.weights.fts > 0.0
-        && let Some(expr) = text::fts_match(&terms)
+    let vec_embedder = embedder.filter(|_| q.weights.vector > 0.0 && !q.text.trim().is_empty());
+    // The query embedding (tens of ms with a local model) and the in-memory vector pass need no database, so a
+    // second thread runs them while this one runs the FTS query. Catching the indexes up with the corpus reads
+    // it, so that happens here first; a thread filter takes the exact SQL path afterwards instead.
+    let mut indexes = Vec::new();
+    if let Some(e) = vec_embedder
+        && q.threads.is_empty()
+        && crate::embed::check_dim(e.dim()).is_ok()
     {
+        for kind in ctx.kinds() {
+            indexes.push((kind, index::shared(conn, kind, &e.model_key(), e.dim())?));
+        }
+    }
+    let depth_v = vector_depth(q);
+    let (fts, vector) = std::thread::scope(|s| {
+        let job = vec_embedder.map(|e| {
+            let indexes = &indexes;
+            s.spawn(move || -> Result<(Vec<f32>, Prefetched), EmbedError> {
+                let qv = e.embed_query(&q.text)?;
+                let raw = indexes
+                    .iter()
+                    .map(|(kind, ix)| {
+                        let ix = ix.lock().unwrap_or_else(|e| e.into_inner());
+                        (*kind, search_index(&ix, &qv, depth_v))
+                    })
+                    .collect();
+                Ok((qv, raw))
+            })
+        });
+        let fts = match text::fts_match(&terms) {
+            Some(expr) if q.weights.fts > 0.0 => fts_signal(&mut ctx, &expr).map(Some),
+            _ => Ok(None),
+        };
+        let vector = job.map(|h| {
+            h.join().unwrap_or_else(|_| {
+                Err(EmbedError::Inference(
+                    "the query embedding thread panicked".into(),
+                ))
+            })
+        });
+        (fts, vector)
+    });
+    if let Some(items) = fts? {
         lists.push(fusion::Ranked {
             signal: Signal::Fts,
             weight: q.weights.fts,
-            items: fts_signal(&mut ctx, &expr)?,
+            items,
         });
     }
     let mut model = None;
-    if q.weights.vector > 0.0
-        && let Some(e) = embedder
-        && !q.text.trim().is_empty()
-    {
-        let qv = e.embed_query(&q.text)?;
+    if let (Some(e), Some(v)) = (vec_embedder, vector) {
+        let (qv, prefetched) = v?;
         model = Some(e.model_key());
         lists.push(fusion::Ranked {
             signal: Signal::Vector,
             weight: q.weights.vector,
-            items: vector_signal(&mut ctx, e, &qv)?,
+            items: vector_signal(&mut ctx, e, &qv, prefetched)?,
         });
     }
     if q.weights.entity > 0.0 {
