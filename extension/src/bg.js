@@ -96,6 +96,13 @@ async function saveTokenRecord(rec) {
   await secretsTx('readwrite', (st) => (rec ? st.put(rec, TOKEN_KEY) : st.delete(TOKEN_KEY)));
 }
 
+// Close storage.local (queue, settings, skip list) to content scripts, and so to a compromised renderer, where the
+// browser allows it (Chromium does; Firefox supports access levels only for storage.session and refuses). Content
+// scripts never use storage; the worker and the popup are trusted contexts.
+if (chrome.storage.local.setAccessLevel) {
+  chrome.storage.local.setAccessLevel({ accessLevel: 'TRUSTED_CONTEXTS' }).catch(() => {});
+}
+
 const ready = (async () => {
   await initCore({ module_or_path: chrome.runtime.getURL('wasm/personkit_core_bg.wasm') });
   const stored = await chrome.storage.local.get(null);
