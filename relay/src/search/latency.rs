@@ -321,6 +321,49 @@ pub fn measure(
             p95_ms: pct(&mut times, 0.95),
         });
     }
+    // The FTS subquery alone, ordered by FTS5's `rank` column (the usual idiom) and by `bm25()` (what
+    // `fts_signal` uses): same rows, different cost. Interleaved per query so load drifts hit both alike.
+    let orders = [
+        ("fts subquery, ORDER BY rank (baseline)", "rank"),
+        (
+            "fts subquery, ORDER BY bm25() (shipped)",
+            "bm25(messages_fts)",
+        ),
+    ];
+    let mut times = [Vec::new(), Vec::new()];
+    let mut same = 0;
+    for (topic, words) in &qs {
+        let terms = super::text::query_terms(&format!("topic{topic} {words}"));
+        let Some(expr) = super::text::fts_match(&terms) else {
+            continue;
+        };
+        let mut firsts = Vec::new();
+        for (i, (_, order)) in orders.iter().enumerate() {
+            let sql = format!(
+                "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1 ORDER BY {order} LIMIT 200"
+            );
+            let t = Instant::now();
+            let rows: Vec<i64> = conn
+                .prepare_cached(&sql)?
+                .query_map([&expr], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            times[i].push(t.elapsed().as_secs_f64() * 1000.0);
+            firsts.push(rows);
+        }
+        if firsts[0] == firsts[1] {
+            same += 1;
+        }
+    }
+    for ((name, _), mut t) in orders.iter().zip(times) {
+        out.push(Latency {
+            method: format!(
+                "{name}; same 200 rows in the same order on {same} of {} queries",
+                qs.len()
+            ),
+            p50_ms: pct(&mut t, 0.5),
+            p95_ms: pct(&mut t, 0.95),
+        });
+    }
     // Exact float KNN, for latency and as the recall reference of the bit first pass.
     let mut times = Vec::new();
     let mut overlap = 0.0;

@@ -1,9 +1,10 @@
 //! `corpus_query`: hybrid retrieval over messages and events.
 //!
 //! Candidates come from up to four signals — FTS5 BM25, vector similarity (sign-bit Hamming first pass over
-//! an in-memory index of every vector, candidates rescored with int8 copies: [`index`]), entity references (entity ids given by the caller or
-//! entity names/aliases found in the query text, matched as phrases) and recency (only when a time window is
-//! given: the pooled candidates ordered newest first) — and are fused with weighted reciprocal rank fusion
+//! an in-memory index of every vector, candidates rescored with int8 copies: [`index`]), entity references
+//! (entity ids given by the caller or entity names/aliases found in the query text, matched as phrases) and
+//! recency (only when a time window is given: the pooled candidates ordered newest first) — and are fused by
+//! score-normalised weighted fusion ([`fusion::convex`], the default) or weighted reciprocal rank fusion
 //! ([`fusion::rrf`]). Every hit says which signals found it and where each ranked it.
 //!
 //! This module reads the corpus; it never writes (vectors are written by [`crate::embed::store`]).
@@ -339,7 +340,7 @@ fn merge_by_score(mut a: Vec<(Key, f64)>, b: Vec<(Key, f64)>) -> Vec<(Key, f64)>
 /// FTS5 candidates: a standalone `ORDER BY bm25(..) LIMIT n` subquery (so FTS5 can stop early), filters applied
 /// afterwards; when filters drop too many, a second, filter-joined pass. Scores are `-bm25` (higher is better).
 /// `bm25()` rather than the `rank` column: the same scores and order, but at 10^6 messages the `rank` sorter
-/// path costs ~30% more per query (BENCHMARKS.md, Search latency).
+/// path costs more per query (measured side by side by `personkit bench search-latency`; BENCHMARKS.md).
 fn fts_signal(ctx: &mut Ctx<'_>, expr: &str) -> Result<Vec<(Key, f64)>, SearchError> {
     let depth = ctx.q.depth;
     let limit = if ctx.q.threads.is_empty() && ctx.q.surface.is_none() {
@@ -463,9 +464,7 @@ fn search_index(ix: &index::VecIndex, qv: &[f32], depth: usize) -> Vec<(i64, f64
     let candidates = (depth * BIT_OVERSAMPLE)
         .max(MIN_CANDIDATES)
         .max(ix.len() / CANDIDATE_FRACTION);
-    let mut scored = ix.search(qv, depth, candidates);
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    scored
+    ix.search(qv, depth, candidates)
 }
 
 /// How many vector candidates to take before filters: deeper when surface/time filters will drop some.
