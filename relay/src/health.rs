@@ -3,77 +3,21 @@
 //! otherwise or when the surface's latest event is an error. The extension shows exactly this.
 
 use rusqlite::Connection;
-use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
 
 use crate::clock::{fmt_time, parse_time};
 use crate::db::DbError;
 
-pub const GREEN_WITHIN: Duration = Duration::minutes(5);
-pub const YELLOW_WITHIN: Duration = Duration::minutes(60);
+pub use personkit_shared::health::{CaptureHealth, LastError, Status, SurfaceHealth};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Green,
-    Yellow,
-    Red,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Green => "green",
-            Status::Yellow => "yellow",
-            Status::Red => "red",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LastError {
-    pub code: String,
-    pub message: String,
-    pub at: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SurfaceHealth {
-    pub surface: String,
-    pub status: Status,
-    pub last_accepted_at: Option<String>,
-    pub turns_24h: u64,
-    pub threads_24h: u64,
-    pub last_error: Option<LastError>,
-}
-
-/// `GET /v1/me/capture-health` body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CaptureHealth {
-    pub generated_at: String,
-    pub surfaces: Vec<SurfaceHealth>,
-}
-
-/// The colour of a surface given its last accepted turn and last error.
+/// The colour of a surface given its last accepted turn and last error: [`personkit_shared::health::status`].
 pub fn status_for(
     last_accepted: Option<OffsetDateTime>,
     last_error: Option<OffsetDateTime>,
     now: OffsetDateTime,
 ) -> Status {
-    let Some(accepted) = last_accepted else {
-        return Status::Red;
-    };
-    if last_error.is_some_and(|e| e >= accepted) {
-        return Status::Red;
-    }
-    let age = now - accepted;
-    if age <= GREEN_WITHIN {
-        Status::Green
-    } else if age <= YELLOW_WITHIN {
-        Status::Yellow
-    } else {
-        Status::Red
-    }
+    let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+    personkit_shared::health::status(last_accepted.map(ms), last_error.map(ms), ms(now))
 }
 
 /// Capture health of every surface that has sent anything (accepted or rejected), sorted by surface.

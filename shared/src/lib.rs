@@ -6,6 +6,7 @@
 //! `wasm32-unknown-unknown` (`cargo check -p personkit-shared --target wasm32-unknown-unknown` runs in CI).
 
 pub mod capture;
+pub mod health;
 pub mod ids;
 pub mod wire;
 

@@ -1,11 +1,15 @@
-//! The popup's traffic light for one surface, from local capture stats combined with the relay's
-//! `/v1/me/capture-health`: green ≤ 5 min since the last accepted turn, yellow 5–60 min, red otherwise or when the
-//! latest event was an error; off when the user has not turned the surface on.
+//! The popup's traffic light for one surface: local capture stats combined with the relay's
+//! `/v1/me/capture-health`, coloured by the one rule in [`crate::health::status`]; off when the user has not
+//! turned the surface on.
 
 use serde::{Deserialize, Serialize};
 
-pub const GREEN_MS: u64 = 5 * 60_000;
-pub const YELLOW_MS: u64 = 60 * 60_000;
+use crate::health::{self, Status};
+
+#[cfg(test)]
+const GREEN_MS: u64 = health::GREEN_WITHIN_MS as u64;
+#[cfg(test)]
+const YELLOW_MS: u64 = health::YELLOW_WITHIN_MS as u64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -31,21 +35,13 @@ pub fn light(h: &HealthInput) -> Light {
     if !h.enabled {
         return Light::Off;
     }
-    let accepted = h.local_accepted_ms.max(h.relay_accepted_ms);
-    let error = h.local_error_ms.max(h.relay_error_ms);
-    match (accepted, error) {
-        (_, Some(e)) if accepted.is_none_or(|a| e > a) => Light::Red,
-        (Some(a), _) => {
-            let age = h.now_ms.saturating_sub(a);
-            if age <= GREEN_MS {
-                Light::Green
-            } else if age <= YELLOW_MS {
-                Light::Yellow
-            } else {
-                Light::Red
-            }
-        }
-        (None, _) => Light::Red,
+    let ms = |t: Option<u64>| t.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
+    let accepted = ms(h.local_accepted_ms.max(h.relay_accepted_ms));
+    let error = ms(h.local_error_ms.max(h.relay_error_ms));
+    match health::status(accepted, error, ms(Some(h.now_ms)).unwrap_or(0)) {
+        Status::Green => Light::Green,
+        Status::Yellow => Light::Yellow,
+        Status::Red => Light::Red,
     }
 }
 
@@ -109,9 +105,17 @@ mod tests {
         assert_eq!(
             light(&HealthInput {
                 relay_error_ms: at(5000),
-                ..both
+                ..both.clone()
             }),
             Light::Green
+        );
+        // The relay's rule: an error at the very instant of the last accepted turn is red too.
+        assert_eq!(
+            light(&HealthInput {
+                local_error_ms: at(1000),
+                ..both
+            }),
+            Light::Red
         );
     }
 }
