@@ -1,0 +1,355 @@
+//! Retrieval benchmark: recall@1/5/10 of FTS-only, vector-only, plain RRF and the shipped hybrid on LoCoMo. The
+//! turns are ingested through the public HTTP API of a real relay process (started by the testkit's launcher on
+//! a free loopback port, paired like any device), then embedded with the configured embedder, then every
+//! question of categories 1–4 is asked restricted to its own conversation's threads.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail};
+use personkit_cli::output::progress_bar;
+use personkit_embed::{self as embed, Embedder, EmbedderConfig};
+use personkit_search::indexer;
+use personkit_search::{Fusion, Indexes, Query, Weights};
+use personkit_store::clock::Clock;
+use personkit_store::{Connection, bulk};
+use personkit_testkit::Relay;
+use serde::Serialize;
+
+use crate::locomo::{self, Conversation, TextMode};
+
+/// One retrieval method of the benchmark.
+#[derive(Debug, Clone, Serialize)]
+pub struct Method {
+    pub name: &'static str,
+    pub weights: Weights,
+    pub fusion: Fusion,
+    pub rrf_k: f64,
+    pub depth: usize,
+}
+
+/// The methods reported: the two single signals, plain RRF and the shipped hybrid defaults.
+pub fn methods() -> Vec<Method> {
+    let d = Query::new("");
+    vec![
+        Method {
+            name: "fts",
+            weights: Weights::FTS_ONLY,
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            depth: 100,
+        },
+        Method {
+            name: "vector",
+            weights: Weights::VECTOR_ONLY,
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            depth: 100,
+        },
+        Method {
+            name: "rrf-plain",
+            weights: Weights::EQUAL,
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            depth: 100,
+        },
+        Method {
+            name: "hybrid",
+            weights: d.weights,
+            fusion: d.fusion,
+            rrf_k: d.rrf_k,
+            depth: d.depth,
+        },
+    ]
+}
+
+/// Variants reported with `--ablations`, to show what each change does (all on the dev split).
+pub fn ablations() -> Vec<Method> {
+    let w = |fts: f64, vector: f64| Weights {
+        fts,
+        vector,
+        entity: 1.0,
+        recency: 1.0,
+    };
+    vec![
+        Method {
+            name: "rrf depth 10",
+            weights: Weights::EQUAL,
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            depth: 10,
+        },
+        Method {
+            name: "rrf depth 20",
+            weights: Weights::EQUAL,
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            depth: 20,
+        },
+        Method {
+            name: "rrf depth 30",
+            weights: Weights::EQUAL,
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            depth: 30,
+        },
+        Method {
+            name: "rrf k=10",
+            weights: Weights::EQUAL,
+            fusion: Fusion::Rrf,
+            rrf_k: 10.0,
+            depth: 100,
+        },
+        Method {
+            name: "rrf fts 2 : vec 1",
+            weights: w(2.0, 1.0),
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            depth: 100,
+        },
+        Method {
+            name: "rrf fts 2 : vec 1, depth 20",
+            weights: w(2.0, 1.0),
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            depth: 20,
+        },
+        Method {
+            name: "rrf fts 1.5 : vec 1, depth 20",
+            weights: w(1.5, 1.0),
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            depth: 20,
+        },
+    ]
+}
+
+/// Recall figures of one method.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recall {
+    pub method: String,
+    pub r1: f64,
+    pub r5: f64,
+    pub r10: f64,
+    pub p50_ms: f64,
+}
+
+/// The benchmark report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub file: String,
+    pub conversations: usize,
+    pub turns: usize,
+    pub questions: usize,
+    pub skipped_questions: usize,
+    pub model: Option<String>,
+    pub text_mode: String,
+    pub ingest_secs: f64,
+    pub embed_secs: f64,
+    pub results: Vec<Recall>,
+}
+
+/// Starts `personkit serve` on a free loopback port with its own corpus, with no embedder (the benchmark embeds
+/// afterwards) and no rate limit, and pairs with it. Returns the relay and its token.
+pub fn start_relay(db: &Path) -> (Relay, String) {
+    let relay = Relay::start_env(
+        db,
+        &["--rate-limit", "0"],
+        &[("PERSONKIT_EMBEDDER", "none")],
+    );
+    let token = relay.pair_printed("bench-retrieval");
+    (relay, token)
+}
+
+/// Posts every session of every conversation, one batch per session.
+pub fn ingest(relay: &Relay, token: &str, convs: &[Conversation]) -> anyhow::Result<usize> {
+    let mut stored = 0;
+    for c in convs {
+        for s in &c.sessions {
+            let obs = locomo::observations(s);
+            let items: Vec<serde_json::Value> = obs
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<_, _>>()?;
+            let resp = relay.http.send_batch(token, &items);
+            let ok = resp.get("stored").and_then(|v| v.as_u64()).unwrap_or(0)
+                + resp.get("duplicate").and_then(|v| v.as_u64()).unwrap_or(0);
+            if ok as usize != obs.len() {
+                bail!("the relay rejected turns of {}: {resp}", s.conversation_id);
+            }
+            stored += obs.len();
+        }
+    }
+    Ok(stored)
+}
+
+/// Options of `bench retrieval`.
+#[derive(Debug, Clone)]
+pub struct RetrievalOpts {
+    pub file: PathBuf,
+    pub mode: TextMode,
+    /// Keep the corpus here (default: a temporary directory removed afterwards).
+    pub db: Option<PathBuf>,
+    pub config: EmbedderConfig,
+    /// Extra methods to report besides [`methods`].
+    pub extra: Vec<Method>,
+}
+
+/// Runs the benchmark.
+pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
+    let convs = locomo::load(&opts.file, opts.mode)?;
+    let tmp = std::env::temp_dir().join(format!(
+        "personkit-bench-{}-{}",
+        std::process::id(),
+        now_nanos()
+    ));
+    let db_path = opts.db.clone().unwrap_or_else(|| tmp.join("corpus.db"));
+    std::fs::create_dir_all(db_path.parent().unwrap_or(Path::new(".")))?;
+    let t0 = Instant::now();
+    let expected: usize = convs
+        .iter()
+        .flat_map(|c| &c.sessions)
+        .map(|s| s.turns.len())
+        .sum();
+    let reuse = db_path.exists() && {
+        let c = personkit_store::db::open(&db_path)?;
+        bulk::message_count(&c)? as usize == expected
+    };
+    let turns = if reuse {
+        expected
+    } else {
+        personkit_testkit::build_bin(true);
+        let (relay, token) = start_relay(&db_path);
+        ingest(&relay, &token, &convs)?
+    };
+    let ingest_secs = t0.elapsed().as_secs_f64();
+    let mut conn = personkit_store::db::open(&db_path)?;
+    let embedder = embed::build(&opts.config).map_err(|e| anyhow!("{e} ({})", e.hint()))?;
+    let t1 = Instant::now();
+    if let Some(e) = &embedder {
+        let bar = progress_bar(turns as u64, "embedding");
+        let mut cursor = indexer::Cursor::default();
+        indexer::embed_pending(
+            &mut conn,
+            e.as_ref(),
+            &Clock::system(),
+            &mut cursor,
+            u64::MAX,
+            64,
+            None,
+            |n| bar.inc(n),
+        )?;
+        bar.finish_and_clear();
+    }
+    let embed_secs = t1.elapsed().as_secs_f64();
+    let mut all = methods();
+    all.extend(opts.extra.iter().cloned());
+    if embedder.is_none() {
+        all.retain(|m| m.weights.vector == 0.0);
+    }
+    let (results, questions, skipped) = evaluate(&conn, embedder.as_deref(), &convs, &all)?;
+    if opts.db.is_none() {
+        drop(conn);
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    Ok(Report {
+        file: opts.file.display().to_string(),
+        conversations: convs.len(),
+        turns,
+        questions,
+        skipped_questions: skipped,
+        model: embedder.as_ref().map(|e| e.model_key()),
+        text_mode: match opts.mode {
+            TextMode::Plain => "speaker: text".into(),
+            TextMode::WithCaptions => "speaker: text [shared a photo: caption]".into(),
+        },
+        ingest_secs,
+        embed_secs,
+        results,
+    })
+}
+
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// Asks every question of categories 1–4 with every method; returns recall per method, questions asked and
+/// questions skipped (no evidence turn found in the conversation).
+pub fn evaluate(
+    conn: &Connection,
+    embedder: Option<&dyn Embedder>,
+    convs: &[Conversation],
+    methods: &[Method],
+) -> anyhow::Result<(Vec<Recall>, usize, usize)> {
+    let mut hits = vec![[0usize; 3]; methods.len()];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); methods.len()];
+    let mut asked = 0;
+    let mut skipped = 0;
+    let total: usize = convs
+        .iter()
+        .map(|c| {
+            c.qa.iter()
+                .filter(|q| (1..=4).contains(&q.category))
+                .count()
+        })
+        .sum();
+    let bar = progress_bar(total as u64, "questions");
+    let indexes = Indexes::new();
+    for c in convs {
+        let ids = c.message_ids();
+        let threads = c.thread_ids();
+        for qa in c.qa.iter().filter(|q| (1..=4).contains(&q.category)) {
+            bar.inc(1);
+            let want: Vec<&String> = locomo::evidence_ids(&qa.evidence)
+                .iter()
+                .filter_map(|d| ids.get(d))
+                .collect::<std::collections::HashSet<_>>()
+                .into_iter()
+                .collect();
+            if want.is_empty() {
+                skipped += 1;
+                continue;
+            }
+            asked += 1;
+            for (mi, m) in methods.iter().enumerate() {
+                let mut q = Query::new(qa.question.clone());
+                q.k = 10;
+                q.threads = threads.clone();
+                q.weights = m.weights;
+                q.fusion = m.fusion;
+                q.rrf_k = m.rrf_k;
+                q.depth = m.depth;
+                let t = Instant::now();
+                let r = personkit_search::query(conn, &indexes, embedder, &q)?;
+                times[mi].push(t.elapsed().as_secs_f64() * 1000.0);
+                let first = r.hits.iter().position(|h| want.contains(&&h.id));
+                for (slot, k) in [1, 5, 10].iter().enumerate() {
+                    if first.is_some_and(|p| p < *k) {
+                        hits[mi][slot] += 1;
+                    }
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let n = asked.max(1) as f64;
+    let results = methods
+        .iter()
+        .zip(hits)
+        .zip(times)
+        .map(|((m, h), mut t)| {
+            t.sort_by(f64::total_cmp);
+            Recall {
+                method: m.name.to_owned(),
+                r1: h[0] as f64 / n,
+                r5: h[1] as f64 / n,
+                r10: h[2] as f64 / n,
+                p50_ms: t.get(t.len() / 2).copied().unwrap_or(0.0),
+            }
+        })
+        .collect();
+    Ok((results, asked, skipped))
+}

@@ -1,0 +1,405 @@
+//! `personkit corpus …`: look into the corpus (health, surfaces, messages), search it (`query`) and embed it.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context, anyhow, bail};
+use clap::{Args, Subcommand};
+use personkit_embed::{self as embed, EmbedderConfig};
+use personkit_search::params::{Params, build_query};
+use personkit_search::{Indexes, indexer};
+use personkit_store::clock::{Clock, parse_span};
+use personkit_store::{vectors, views};
+
+use crate::args::{DbArg, JsonArgs};
+use crate::output::{self, ellipsize, print_json, print_table};
+
+#[derive(Debug, Subcommand)]
+pub enum CorpusCommand {
+    /// Row counts per table, embedding state, size on disk.
+    Health(JsonArgs),
+    /// Per-surface roll-up of recent threads and capture status.
+    Surfaces(SurfacesArgs),
+    /// Recent messages, newest first.
+    Messages(MessagesArgs),
+    /// Search: hybrid (words, meaning, entities, recency) over messages and events, with why each hit matched;
+    /// `--all-words` for a plain keyword search (every word must occur, ranked by BM25).
+    Query(WithDb<QueryArgs>),
+    /// Embed pending messages and events with the configured embedder (interruptible; run again to resume).
+    Embed(WithDb<EmbedArgs>),
+}
+
+/// A subcommand's arguments plus `--db`.
+#[derive(Debug, Args)]
+pub struct WithDb<T: Args> {
+    #[command(flatten)]
+    pub db: DbArg,
+    #[command(flatten)]
+    pub args: T,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SurfacesArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Window of threads to roll up, e.g. 24h, 7d, 4w.
+    #[arg(long, default_value = "7d")]
+    pub since: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MessagesArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Surface id, e.g. browser-ext:chatgpt (all surfaces when omitted).
+    #[arg(long)]
+    pub surface: Option<String>,
+    /// Thread id.
+    #[arg(long)]
+    pub thread: Option<String>,
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn health(a: JsonArgs) -> anyhow::Result<()> {
+    let conn = a.db.open_existing()?;
+    let h = views::corpus_health(&conn, &a.db.path())?;
+    let search = personkit_search::health::embed_health(&conn, Some(&a.db.path()));
+    if a.json {
+        let mut v = serde_json::to_value(&h)?;
+        v["search"] = serde_json::to_value(&search)?;
+        return print_json(&v);
+    }
+    output::print_health(&search);
+    println!("corpus     {}", h.path);
+    println!(
+        "size       {:.1} MiB",
+        h.size_bytes as f64 / (1024.0 * 1024.0)
+    );
+    println!("schema     v{}", h.schema_version);
+    println!("relay id   {}", h.relay_id);
+    println!(
+        "embedded   {} of {} messages (384-d), {} (768-d)",
+        h.messages_embedded_384,
+        h.tables
+            .iter()
+            .find(|t| t.table == "messages")
+            .map_or(0, |t| t.rows),
+        h.messages_embedded_768
+    );
+    println!();
+    let rows: Vec<Vec<String>> = h
+        .tables
+        .iter()
+        .map(|t| vec![t.table.clone(), t.rows.to_string()])
+        .collect();
+    print_table(&["table", "rows"], &rows)?;
+    if !h.embedding_models.is_empty() {
+        println!();
+        let rows: Vec<Vec<String>> = h
+            .embedding_models
+            .iter()
+            .map(|m| {
+                vec![
+                    m.model_id.clone(),
+                    m.model_version.clone(),
+                    m.dim.to_string(),
+                    m.rows.to_string(),
+                ]
+            })
+            .collect();
+        print_table(&["model", "version", "dim", "embeddings"], &rows)?;
+    }
+    Ok(())
+}
+
+pub fn surfaces(a: SurfacesArgs) -> anyhow::Result<()> {
+    let span = parse_span(&a.since).with_context(|| {
+        format!(
+            "--since {:?} is not a span; use e.g. 24h, 7d or 4w",
+            a.since
+        )
+    })?;
+    let conn = a.db.open_existing()?;
+    let now = Clock::system().now();
+    let rows = views::surfaces(&conn, now - span, now)?;
+    if a.json {
+        return print_json(&rows);
+    }
+    if rows.is_empty() {
+        println!(
+            "Nothing captured yet. Pair the extension (`personkit pair`) and chat on a supported site."
+        );
+        return Ok(());
+    }
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|s| {
+            vec![
+                s.surface.clone(),
+                s.status.as_str().to_owned(),
+                s.threads.to_string(),
+                s.messages.to_string(),
+                s.last_captured_at.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "surface",
+            "status",
+            &format!("threads {}", a.since),
+            &format!("messages {}", a.since),
+            "last captured",
+        ],
+        &table,
+    )
+}
+
+pub fn messages(a: MessagesArgs) -> anyhow::Result<()> {
+    let conn = a.db.open_existing()?;
+    let rows = views::messages(&conn, a.surface.as_deref(), a.thread.as_deref(), a.limit)?;
+    if a.json {
+        return print_json(&rows);
+    }
+    if rows.is_empty() {
+        println!("No messages match. `personkit corpus surfaces` lists what has been captured.");
+        return Ok(());
+    }
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|m| {
+            vec![
+                m.captured_at.clone(),
+                m.surface.clone(),
+                m.thread_id[..8.min(m.thread_id.len())].to_owned(),
+                m.role.clone(),
+                if m.is_current {
+                    format!("r{}", m.revision)
+                } else {
+                    format!("r{} (old)", m.revision)
+                },
+                ellipsize(&m.content, 70),
+            ]
+        })
+        .collect();
+    print_table(
+        &["captured", "surface", "thread", "role", "rev", "content"],
+        &table,
+    )
+}
+
+fn require_corpus(db: &Path) -> anyhow::Result<()> {
+    if !db.exists() {
+        bail!(
+            "no corpus at {}\nhint: pass --db PATH or set PERSONKIT_DB; `personkit serve` creates the corpus",
+            db.display()
+        );
+    }
+    Ok(())
+}
+
+fn load_embedder(db: &Path) -> anyhow::Result<(EmbedderConfig, embed::SharedEmbedder)> {
+    let cfg = EmbedderConfig::load(Some(db)).map_err(|e| anyhow!("{e}\nhint: {}", e.hint()))?;
+    let e = embed::build(&cfg).map_err(|e| anyhow!("{e}\nhint: {}", e.hint()))?;
+    Ok((cfg, e))
+}
+
+/// `personkit corpus query "<text>"`.
+#[derive(Debug, clap::Args)]
+pub struct QueryArgs {
+    /// Words to search for (also used for the meaning-based search when an embedder is configured).
+    pub text: String,
+    /// Number of hits.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Only this surface, e.g. browser-ext:chatgpt.
+    #[arg(long)]
+    pub surface: Option<String>,
+    /// Only these threads (comma-separated ids).
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// Only this role: user, assistant, system, tool.
+    #[arg(long)]
+    pub role: Option<String>,
+    /// From this time: RFC 3339, YYYY-MM-DD, or a span back from now (7d).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Before this time.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Entity ids whose mentions count (comma-separated).
+    #[arg(long)]
+    pub entity: Option<String>,
+    /// Keyword search only: messages containing every word, ranked by BM25 (no meaning, entities or recency).
+    #[arg(long, conflicts_with_all = ["surface", "thread", "role", "since", "until", "entity"])]
+    pub all_words: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run_query(db: &Path, a: &QueryArgs) -> anyhow::Result<()> {
+    if a.all_words {
+        return all_words(db, a);
+    }
+    let now = Clock::system().now();
+    let q = build_query(
+        &Params {
+            q: Some(a.text.clone()),
+            k: Some(a.k),
+            surface: a.surface.clone(),
+            thread: a.thread.clone(),
+            role: a.role.clone(),
+            since: a.since.clone(),
+            until: a.until.clone(),
+            entity: a.entity.clone(),
+            events: None,
+        },
+        now,
+    )
+    .map_err(|e| anyhow!("{e}"))?;
+    require_corpus(db)?;
+    let conn = personkit_store::db::open(db)
+        .with_context(|| format!("cannot open the corpus {}", db.display()))?;
+    let (_, embedder) = load_embedder(db)?;
+    let r =
+        personkit_search::query(&conn, &Indexes::new(), embedder.as_deref(), &q).map_err(|e| {
+            match e {
+                personkit_search::SearchError::Embed(e) => anyhow!("{e}\nhint: {}", e.hint()),
+                e => anyhow!("{e}"),
+            }
+        })?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &r)?;
+        writeln!(out)?;
+    } else {
+        write!(
+            out,
+            "{}",
+            output::human(&r, std::io::stdout().is_terminal())
+        )?;
+    }
+    Ok(())
+}
+
+/// `personkit corpus embed`.
+#[derive(Debug, clap::Args)]
+pub struct EmbedArgs {
+    /// Embed at most this many messages/events in this run (run again to continue).
+    #[arg(long, default_value_t = 2000)]
+    pub max: u64,
+    /// Print a JSON summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run_embed(db: &Path, a: &EmbedArgs) -> anyhow::Result<()> {
+    require_corpus(db)?;
+    let mut conn = personkit_store::db::open(db)
+        .with_context(|| format!("cannot open the corpus {}", db.display()))?;
+    let (cfg, embedder) = load_embedder(db)?;
+    let Some(e) = embedder else {
+        bail!(
+            "no embedder is configured (source: {})\nhint: set PERSONKIT_EMBEDDER=local and PERSONKIT_MODEL_DIR, or run `personkit model fetch --from-dir DIR`",
+            cfg.source
+        );
+    };
+    let before = vectors::coverage(&conn, &e.model_key())?;
+    let todo = before.pending().min(a.max);
+    let bar = output::progress_bar(todo, "embedding");
+    // Ctrl-C stops after the current batch; every finished batch is committed, so a later run resumes.
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let _ = ctrlc_flag(flag);
+    let mut cursor = indexer::Cursor::default();
+    let run = indexer::embed_pending(
+        &mut conn,
+        e.as_ref(),
+        &Clock::system(),
+        &mut cursor,
+        a.max,
+        32,
+        Some(&stop),
+        |n| bar.inc(n),
+    )?;
+    bar.finish_and_clear();
+    let after = vectors::coverage(&conn, &e.model_key())?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"model": e.model_key(), "embedded": run.rows, "computed": run.computed,
+                "pending": after.pending(), "coverage": after})
+        );
+    } else {
+        println!(
+            "embedded {} rows with {} ({} computed, the rest reused by text hash); {} still pending{}",
+            run.rows,
+            e.model_key(),
+            run.computed,
+            after.pending(),
+            if after.pending() > 0 {
+                " — run `personkit corpus embed` again to continue"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(())
+}
+
+/// Sets `flag` on SIGINT/SIGTERM from a small tokio runtime thread. Best effort.
+fn ctrlc_flag(flag: Arc<AtomicBool>) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::spawn(move || {
+        rt.block_on(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("stopping after the current batch…");
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    });
+    Ok(())
+}
+
+/// `corpus query --all-words`: keyword search over current messages.
+fn all_words(db: &Path, a: &QueryArgs) -> anyhow::Result<()> {
+    if views::fts_query(&a.text).is_none() {
+        bail!(
+            "give at least one word to search for, e.g. personkit corpus query --all-words \"borrow checker\""
+        );
+    }
+    require_corpus(db)?;
+    let conn = personkit_store::db::open(db)
+        .with_context(|| format!("cannot open the corpus {}", db.display()))?;
+    let hits = views::search(&conn, &a.text, a.k as u32)?;
+    if a.json {
+        return print_json(&hits);
+    }
+    if hits.is_empty() {
+        println!("No message contains all of: {}", a.text);
+        return Ok(());
+    }
+    let table: Vec<Vec<String>> = hits
+        .iter()
+        .map(|h| {
+            vec![
+                format!("{:.3}", -h.score),
+                h.captured_at.clone(),
+                h.surface.clone(),
+                h.role.clone(),
+                ellipsize(&h.snippet, 80),
+            ]
+        })
+        .collect();
+    print_table(&["score", "captured", "surface", "role", "snippet"], &table)
+}

@@ -1,0 +1,6 @@
+//! One module per subcommand group.
+
+pub mod corpus;
+pub mod devices;
+pub mod model;
+pub mod serve;

@@ -1,0 +1,55 @@
+//! `personkit serve`: run the relay.
+
+use anyhow::{Context, bail};
+use clap::Args;
+use personkit_server::config::{self, ApiConfig};
+use personkit_server::{ServeConfig, serve};
+
+use crate::args::DbArg;
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "PERSONKIT_ADDR", default_value = config::DEFAULT_ADDR, value_name = "HOST:PORT")]
+    pub addr: String,
+    /// Allow a non-loopback address (put TLS in front of it).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Most observations per batch.
+    #[arg(long, default_value_t = personkit_shared::wire::DEFAULT_MAX_BATCH_ITEMS)]
+    pub max_batch_items: usize,
+    /// Most bytes per batch body.
+    #[arg(long, default_value_t = personkit_shared::wire::DEFAULT_MAX_BATCH_BYTES)]
+    pub max_batch_bytes: usize,
+    /// Requests per second per device token (burst 4x); 0 disables the limit.
+    #[arg(long, default_value_t = config::DEFAULT_RATE_LIMIT, value_name = "REQ_PER_SEC")]
+    pub rate_limit: f64,
+}
+
+pub fn run(a: ServeArgs) -> anyhow::Result<()> {
+    if a.max_batch_items == 0 || a.max_batch_bytes == 0 {
+        bail!("--max-batch-items and --max-batch-bytes must be at least 1");
+    }
+    if !(a.rate_limit >= 0.0 && a.rate_limit.is_finite()) {
+        bail!("--rate-limit must be a number of requests per second, 0 to disable");
+    }
+    let config = ServeConfig {
+        db_path: a.db.path(),
+        addr: a.addr,
+        allow_remote: a.allow_remote,
+        api: ApiConfig {
+            max_batch_items: a.max_batch_items,
+            max_batch_bytes: a.max_batch_bytes,
+            rate_limit: a.rate_limit,
+            rate_burst: (a.rate_limit * 4.0).max(1.0),
+            body_timeout: config::DEFAULT_BODY_TIMEOUT,
+        },
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(serve(config))
+}

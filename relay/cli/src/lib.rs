@@ -1,0 +1,108 @@
+//! The `personkit` command line: one [`Command`] variant per subcommand group, one module per group in [`cmd`],
+//! and [`run`] dispatching. Every command that opens the corpus takes `--db` and every listing takes `--json`
+//! ([`args`]); listings print a table by default ([`output`]). Errors say what to do next.
+//!
+//! To add a subcommand: a variant here (with an `Args` struct flattening [`args::DbArg`] if it opens the
+//! corpus), its code in a `cmd` module, and one arm in [`run`].
+
+pub mod args;
+pub mod cmd;
+pub mod output;
+
+use clap::{Parser, Subcommand};
+
+use cmd::corpus::CorpusCommand;
+use cmd::devices::DevicesCommand;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "personkit",
+    version,
+    about = "personkit relay: keeps the corpus of your AI conversations"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the relay server (prints the address and, when nothing is paired yet, a pairing code).
+    Serve(cmd::serve::ServeArgs),
+    /// Print a one-time pairing code (valid 10 minutes) for a new device.
+    Pair(cmd::devices::PairArgs),
+    /// List or revoke paired devices.
+    #[command(subcommand)]
+    Devices(DevicesCommand),
+    /// Look into the corpus and search it.
+    #[command(subcommand)]
+    Corpus(CorpusCommand),
+    /// Manage the local embedding model.
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Install the default embedding model (all-MiniLM-L6-v2) from its hub, or from a folder with --from-dir.
+    Fetch(cmd::model::ModelFetchArgs),
+}
+
+/// Parse the command line, set up logging to stderr, run, and turn errors into a message and exit code 1.
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let default_level = if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    init_tracing(default_level);
+    personkit_store::db::register_sqlite_vec();
+    match run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("personkit: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr; `PERSONKIT_LOG` (or `RUST_LOG`) overrides the level.
+pub fn init_tracing(default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PERSONKIT_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    use cmd::{corpus, devices, model, serve};
+    match cli.command {
+        Command::Serve(a) => serve::run(a),
+        Command::Pair(a) => devices::pair(a),
+        Command::Devices(DevicesCommand::List(a)) => devices::list(a),
+        Command::Devices(DevicesCommand::Revoke(a)) => devices::revoke(a),
+        Command::Corpus(CorpusCommand::Health(a)) => corpus::health(a),
+        Command::Corpus(CorpusCommand::Surfaces(a)) => corpus::surfaces(a),
+        Command::Corpus(CorpusCommand::Messages(a)) => corpus::messages(a),
+        Command::Corpus(CorpusCommand::Query(a)) => corpus::run_query(&a.db.path(), &a.args),
+        Command::Corpus(CorpusCommand::Embed(a)) => corpus::run_embed(&a.db.path(), &a.args),
+        Command::Model(ModelCommand::Fetch(a)) => model::run_model_fetch(&a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,144 @@
+//! `personkit-embed`: text embedders behind one trait, and the configuration that picks one.
+//!
+//! Four kinds: `none` (search falls back to FTS, entities and recency), `local` (a BERT sentence-embedding model
+//! such as all-MiniLM-L6-v2 run in-process on CPU with candle, from a directory holding `model.safetensors`,
+//! `tokenizer.json` and `config.json`), `openai` (any OpenAI-compatible `/v1/embeddings` endpoint) and `vertex`
+//! (Google Vertex AI `text-embedding-005`). The same [`EmbedderConfig`] serves `serve`, `corpus query` and
+//! `corpus embed`: it is read from a TOML file and environment variables (see [`EmbedderConfig::load`]).
+//!
+//! No SQL and no corpus: vectors are kept by `personkit-store`, and the job that embeds pending rows is
+//! `personkit_search::indexer`.
+
+pub mod config;
+pub mod local;
+pub mod openai;
+pub mod vertex;
+
+use std::sync::Arc;
+
+pub use config::{EmbedderConfig, EmbedderKind};
+
+/// Dimensions the corpus has vector tables for.
+pub const SUPPORTED_DIMS: [usize; 2] = [384, 768];
+
+/// Why embedding failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("embedder is not configured: {0}")]
+    NotConfigured(String),
+    #[error("model directory {dir}: {message}")]
+    Model { dir: String, message: String },
+    #[error("embedding inference failed: {0}")]
+    Inference(String),
+    #[error("embedding endpoint {url}: {message}")]
+    Http { url: String, message: String },
+    #[error("embedding endpoint returned {got} vectors for {want} texts")]
+    CountMismatch { want: usize, got: usize },
+    #[error("embedder returned a {got}-dimensional vector, expected {want}")]
+    WrongDim { want: usize, got: usize },
+    #[error(
+        "{0}-dimensional vectors are not supported: the corpus has vector tables for 384 and 768 dimensions only"
+    )]
+    UnsupportedDim(usize),
+    #[error("config: {0}")]
+    Config(String),
+}
+
+impl EmbedError {
+    /// What to do next, for CLI and HTTP errors.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            EmbedError::NotConfigured(_) | EmbedError::Config(_) => {
+                "set [embedder] in ~/.dotperson/config.toml or PERSONKIT_EMBEDDER=none|local|openai|vertex"
+            }
+            EmbedError::Model { .. } => {
+                "run `personkit model fetch --from-dir DIR` with a folder holding model.safetensors, tokenizer.json and config.json"
+            }
+            EmbedError::UnsupportedDim(_) | EmbedError::WrongDim { .. } => {
+                "configure a model with 384 or 768 dimensions (e.g. all-MiniLM-L6-v2 or text-embedding-005)"
+            }
+            _ => "check the embedder's configuration and that its endpoint is reachable",
+        }
+    }
+}
+
+/// Turns texts into unit-length vectors. Implementations are cheap to share across threads.
+pub trait Embedder: Send + Sync + std::fmt::Debug {
+    /// Kind name: `local`, `openai`, `vertex`.
+    fn kind(&self) -> &'static str;
+    /// Model identity stored with every vector, e.g. `local:all-MiniLM-L6-v2`.
+    fn model_id(&self) -> &str;
+    /// Model version stored with every vector (for `local`, a digest of the weights).
+    fn model_version(&self) -> &str;
+    /// Output dimension (384 or 768).
+    fn dim(&self) -> usize;
+    /// Embeds documents (texts to be found).
+    fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Embeds a query. Models with asymmetric prompts override this.
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let mut v = self.embed_documents(&[text])?;
+        v.pop().ok_or(EmbedError::CountMismatch { want: 1, got: 0 })
+    }
+    /// `model_id@model_version`: the key under which vectors are cached.
+    fn model_key(&self) -> String {
+        format!("{}@{}", self.model_id(), self.model_version())
+    }
+}
+
+/// A shared embedder handle; `None` means the `none` kind.
+pub type SharedEmbedder = Option<Arc<dyn Embedder>>;
+
+/// Builds the embedder a configuration asks for (`Ok(None)` for `none`).
+pub fn build(config: &EmbedderConfig) -> Result<SharedEmbedder, EmbedError> {
+    let e: Arc<dyn Embedder> = match config.kind {
+        EmbedderKind::None => return Ok(None),
+        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load(&config.local_model_dir())?),
+        EmbedderKind::Openai => Arc::new(openai::OpenAiEmbedder::new(config)?),
+        EmbedderKind::Vertex => Arc::new(vertex::VertexEmbedder::new(config)?),
+    };
+    check_dim(e.dim())?;
+    Ok(Some(e))
+}
+
+/// Rejects dimensions without a vector table.
+pub fn check_dim(dim: usize) -> Result<(), EmbedError> {
+    if SUPPORTED_DIMS.contains(&dim) {
+        Ok(())
+    } else {
+        Err(EmbedError::UnsupportedDim(dim))
+    }
+}
+
+/// Scales a vector to unit length in place (a zero vector stays zero).
+pub fn l2_normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        for x in v.iter_mut() {
+            *x /= norm;
+        }
+    }
+}
+
+/// Checks a batch answer from a remote embedder: count, dimension, then normalises.
+fn finish_batch(
+    want: usize,
+    dim: usize,
+    mut vectors: Vec<Vec<f32>>,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    if vectors.len() != want {
+        return Err(EmbedError::CountMismatch {
+            want,
+            got: vectors.len(),
+        });
+    }
+    for v in vectors.iter_mut() {
+        if v.len() != dim {
+            return Err(EmbedError::WrongDim {
+                want: dim,
+                got: v.len(),
+            });
+        }
+        l2_normalize(v);
+    }
+    Ok(vectors)
+}

@@ -1,0 +1,611 @@
+//! `personkit-search`: hybrid retrieval over messages and events (`corpus_query`).
+//!
+//! Candidates come from up to four signals — FTS5 BM25, vector similarity (sign-bit Hamming first pass over
+//! an in-memory index of every vector, candidates rescored with int8 copies: [`index`]), entity references
+//! (entity ids given by the caller or entity names/aliases found in the query text, matched as phrases) and
+//! recency (only when a time window is given: the pooled candidates ordered newest first) — and are fused by
+//! score-normalised weighted fusion ([`fusion::convex`], the default) or weighted reciprocal rank fusion
+//! ([`fusion::rrf`]). Every hit says which signals found it and where each ranked it.
+//!
+//! A query reads the corpus through [`personkit_store::retrieval::SearchReader`] and the in-memory vector
+//! indexes of whoever serves ([`index::Indexes`]: the server's state, or one per CLI process); it writes nothing.
+//! Vectors are computed by the embedding job ([`indexer`]) and written by `personkit_store::vectors`.
+
+pub mod fusion;
+pub mod health;
+pub mod index;
+pub mod indexer;
+pub mod params;
+pub mod text;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use personkit_embed::{EmbedError, Embedder};
+use personkit_store::DbError;
+use personkit_store::retrieval::{RowMeta, SearchReader};
+use personkit_store::vectors::Kind;
+use serde::Serialize;
+use time::OffsetDateTime;
+
+pub use fusion::{Signal, SignalRank};
+pub use index::Indexes;
+
+/// Errors of a query.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("database: {0}")]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error("{0}")]
+    BadRequest(String),
+}
+
+/// How ranked lists are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// Weighted reciprocal rank fusion with constant `rrf_k`.
+    Rrf,
+    /// Weighted sum of min-max normalised scores ([`fusion::convex`]).
+    Convex,
+}
+
+/// Which signals a query may use and how much each counts in the fusion.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Weights {
+    pub fts: f64,
+    pub vector: f64,
+    pub entity: f64,
+    pub recency: f64,
+}
+
+impl Weights {
+    /// Every signal at weight 1 (plain RRF).
+    pub const EQUAL: Weights = Weights {
+        fts: 1.0,
+        vector: 1.0,
+        entity: 1.0,
+        recency: 1.0,
+    };
+    pub const FTS_ONLY: Weights = Weights {
+        fts: 1.0,
+        vector: 0.0,
+        entity: 0.0,
+        recency: 0.0,
+    };
+    pub const VECTOR_ONLY: Weights = Weights {
+        fts: 0.0,
+        vector: 1.0,
+        entity: 0.0,
+        recency: 0.0,
+    };
+}
+
+impl Default for Weights {
+    /// The shipped hybrid: words count more than meaning (see BENCHMARKS.md, "Search").
+    fn default() -> Self {
+        Weights {
+            fts: 0.7,
+            vector: 0.3,
+            entity: 0.3,
+            recency: 0.1,
+        }
+    }
+}
+
+/// A query and its filters.
+#[derive(Debug, Clone, Serialize)]
+pub struct Query {
+    pub text: String,
+    pub k: usize,
+    pub surface: Option<String>,
+    /// Restrict to these threads (empty = all).
+    pub threads: Vec<String>,
+    pub role: Option<String>,
+    /// Inclusive lower bound on `occurred_at` (stored time form; see [`normalize_bound`]).
+    pub since: Option<String>,
+    /// Exclusive upper bound on `occurred_at`.
+    pub until: Option<String>,
+    /// Entity ids whose mentions count as a signal (aliases resolved).
+    pub entities: Vec<String>,
+    /// Search events as well as messages (events have no thread or role, so those filters exclude them).
+    pub include_events: bool,
+    pub weights: Weights,
+    pub fusion: Fusion,
+    /// RRF constant.
+    pub rrf_k: f64,
+    /// Candidates taken from each signal.
+    pub depth: usize,
+}
+
+impl Query {
+    pub fn new(text: impl Into<String>) -> Self {
+        Query {
+            text: text.into(),
+            k: 10,
+            surface: None,
+            threads: Vec::new(),
+            role: None,
+            since: None,
+            until: None,
+            entities: Vec::new(),
+            include_events: true,
+            weights: Weights::default(),
+            fusion: Fusion::Convex,
+            rrf_k: 60.0,
+            depth: 100,
+        }
+    }
+}
+
+/// Parses a time bound: RFC 3339, a date `YYYY-MM-DD`, or a span back from `now` (`7d`, `12h`).
+pub fn normalize_bound(s: &str, now: OffsetDateTime) -> Result<String, SearchError> {
+    use personkit_store::clock;
+    if let Some(t) = clock::normalize_time(s) {
+        return Ok(t);
+    }
+    if s.len() == 10
+        && let Some(t) = clock::normalize_time(&format!("{s}T00:00:00Z"))
+    {
+        return Ok(t);
+    }
+    if let Some(span) = clock::parse_span(s) {
+        return Ok(clock::fmt_time(now - span));
+    }
+    Err(SearchError::BadRequest(format!(
+        "{s:?} is not a time: use RFC 3339 (2026-11-01T00:00:00Z), a date (2026-11-01) or a span back from now (7d)"
+    )))
+}
+
+/// One result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hit {
+    /// `message` or `event`.
+    pub kind: &'static str,
+    pub id: String,
+    pub thread_id: Option<String>,
+    pub thread_title: Option<String>,
+    pub surface: String,
+    pub role: Option<String>,
+    pub message_key: Option<String>,
+    pub occurred_at: Option<String>,
+    /// A window of the content with matched words wrapped in `**`.
+    pub snippet: String,
+    /// Fused score.
+    pub score: f64,
+    /// Signals that found this hit.
+    pub matched_via: Vec<Signal>,
+    /// Per-signal rank (1-based) and the signal's own score (BM25 as -rank, cosine similarity, ...).
+    pub signals: BTreeMap<Signal, SignalRank>,
+    #[serde(skip)]
+    pub content: String,
+}
+
+/// The answer to a query.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueryResult {
+    pub query: String,
+    /// The embedder model used for the vector signal, if any.
+    pub model: Option<String>,
+    /// Signals that ran.
+    pub signals_used: Vec<Signal>,
+    pub hits: Vec<Hit>,
+}
+
+type Key = (u8, i64); // (0 = message | 1 = event, pk)
+
+fn kind_of(k: Key) -> Kind {
+    if k.0 == 0 { Kind::Message } else { Kind::Event }
+}
+
+struct Ctx<'a, R: SearchReader + ?Sized> {
+    reader: &'a R,
+    q: &'a Query,
+    meta: HashMap<Key, Option<RowMeta>>,
+}
+
+impl<R: SearchReader + ?Sized> Ctx<'_, R> {
+    fn load(&mut self, key: Key) -> Result<Option<&RowMeta>, SearchError> {
+        if !self.meta.contains_key(&key) {
+            let m = self.reader.row_meta(kind_of(key), key.1)?;
+            self.meta.insert(key, m);
+        }
+        Ok(self.meta.get(&key).and_then(|m| m.as_ref()))
+    }
+
+    /// True when the row exists, is current and passes every filter.
+    fn passes(&mut self, key: Key) -> Result<bool, SearchError> {
+        let q = self.q;
+        let Some(m) = self.load(key)? else {
+            return Ok(false);
+        };
+        if let Some(s) = &q.surface
+            && &m.surface != s
+        {
+            return Ok(false);
+        }
+        if !q.threads.is_empty() && !m.thread_id.as_ref().is_some_and(|t| q.threads.contains(t)) {
+            return Ok(false);
+        }
+        if let Some(r) = &q.role
+            && m.role.as_ref() != Some(r)
+        {
+            return Ok(false);
+        }
+        if let Some(s) = &q.since
+            && m.occurred_at.as_deref().is_none_or(|o| o < s.as_str())
+        {
+            return Ok(false);
+        }
+        if let Some(u) = &q.until
+            && m.occurred_at.as_deref().is_none_or(|o| o >= u.as_str())
+        {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn kinds(&self) -> Vec<Kind> {
+        let q = self.q;
+        if q.include_events && q.threads.is_empty() && q.role.is_none() {
+            vec![Kind::Message, Kind::Event]
+        } else {
+            vec![Kind::Message]
+        }
+    }
+
+    /// Keeps the first `depth` candidates that pass the filters, re-ranked densely.
+    fn filter(&mut self, items: Vec<(Key, f64)>) -> Result<Vec<(Key, f64)>, SearchError> {
+        let mut out = Vec::new();
+        for (k, s) in items {
+            if out.len() >= self.q.depth {
+                break;
+            }
+            if self.passes(k)? {
+                out.push((k, s));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn key(kind: Kind, pk: i64) -> Key {
+    (if kind == Kind::Message { 0 } else { 1 }, pk)
+}
+
+fn merge_by_score(mut a: Vec<(Key, f64)>, b: Vec<(Key, f64)>) -> Vec<(Key, f64)> {
+    a.extend(b);
+    a.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    a
+}
+
+/// FTS5 candidates ([`SearchReader::fts`]), filters applied afterwards; when filters drop too many, a second
+/// pass inside the chosen threads. Scores are `-bm25` (higher is better).
+fn fts_signal<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    expr: &str,
+) -> Result<Vec<(Key, f64)>, SearchError> {
+    let depth = ctx.q.depth;
+    let limit = if ctx.q.threads.is_empty() && ctx.q.surface.is_none() {
+        depth * 2
+    } else {
+        depth * 5
+    };
+    let mut all = Vec::new();
+    for kind in ctx.kinds() {
+        let rows: Vec<(Key, f64)> = ctx
+            .reader
+            .fts(kind, expr, limit)?
+            .into_iter()
+            .map(|(pk, bm25)| (key(kind, pk), -bm25))
+            .collect();
+        let full = rows.len() == limit;
+        let mut kept = ctx.filter(rows)?;
+        if full && kept.len() < depth && kind == Kind::Message && !ctx.q.threads.is_empty() {
+            // The filter is selective: search inside the chosen threads directly.
+            let rows = ctx
+                .reader
+                .fts_in_threads(expr, &ctx.q.threads, depth * 2)?
+                .into_iter()
+                .map(|(pk, bm25)| (key(kind, pk), -bm25))
+                .collect();
+            kept = ctx.filter(rows)?;
+        }
+        all = merge_by_score(all, kept);
+    }
+    all.truncate(depth);
+    Ok(all)
+}
+
+/// How many sign-bit candidates are rescored per wanted result ...
+pub const BIT_OVERSAMPLE: usize = 10;
+/// ... and at least this many (rescoring from memory costs ~0.1 µs per candidate).
+pub const MIN_CANDIDATES: usize = 1000;
+/// ... and at least this share of all vectors (1 in 250): the sign bits of a large corpus put more near-ties at
+/// the cut-off, so a fixed count loses recall as the corpus grows (0.87 of the exact top 10 at 10^6 vectors with
+/// 1,000 candidates).
+pub const CANDIDATE_FRACTION: usize = 250;
+
+/// Vector candidates for a query vector. With a thread filter, an exact scan of those threads' vectors;
+/// with `exact`, sqlite-vec's float KNN; otherwise the in-memory index ([`index`]): a sign-bit Hamming pass over
+/// every vector keeping `max(depth * BIT_OVERSAMPLE, MIN_CANDIDATES, vectors / CANDIDATE_FRACTION)` candidates,
+/// rescored with int8 copies.
+/// Rows whose vector came from another model are skipped. Scores are cosine similarities.
+#[allow(clippy::too_many_arguments)]
+pub fn vector_candidates<R: SearchReader + ?Sized>(
+    reader: &R,
+    indexes: &Indexes,
+    kind: Kind,
+    model_key: &str,
+    qv: &[f32],
+    depth: usize,
+    threads: &[String],
+    exact: bool,
+) -> Result<Vec<(i64, f64)>, SearchError> {
+    let dim = qv.len();
+    personkit_embed::check_dim(dim)?;
+    let mut scored: Vec<(i64, f64)> = if !threads.is_empty() && kind == Kind::Message {
+        reader.vectors_in_threads(model_key, qv, threads)?
+    } else if exact {
+        reader.vector_knn_exact(kind, model_key, qv, depth * 2)?
+    } else {
+        let ix = indexes.shared(reader, kind, model_key, dim)?;
+        let ix = ix.lock().unwrap_or_else(|e| e.into_inner());
+        search_index(&ix, qv, depth)
+    };
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(scored)
+}
+
+/// The in-memory path of [`vector_candidates`]: best first, at most `depth`.
+fn search_index(ix: &index::VecIndex, qv: &[f32], depth: usize) -> Vec<(i64, f64)> {
+    let candidates = (depth * BIT_OVERSAMPLE)
+        .max(MIN_CANDIDATES)
+        .max(ix.len() / CANDIDATE_FRACTION);
+    ix.search(qv, depth, candidates)
+}
+
+/// How many vector candidates to take before filters: deeper when surface/time filters will drop some.
+fn vector_depth(q: &Query) -> usize {
+    let filtered = q.surface.is_some() || q.since.is_some() || q.until.is_some();
+    if filtered { q.depth * 4 } else { q.depth }
+}
+
+/// Raw in-memory candidates per kind, computed off the query's connection (see [`query`]).
+type Prefetched = Vec<(Kind, Vec<(i64, f64)>)>;
+
+fn vector_signal<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    indexes: &Indexes,
+    embedder: &dyn Embedder,
+    qv: &[f32],
+    mut prefetched: Prefetched,
+) -> Result<Vec<(Key, f64)>, SearchError> {
+    let model_key = embedder.model_key();
+    let mut all = Vec::new();
+    let depth = vector_depth(ctx.q);
+    for kind in ctx.kinds() {
+        let rows = match prefetched.iter().position(|(k, _)| *k == kind) {
+            Some(i) => prefetched.swap_remove(i).1,
+            None => vector_candidates(
+                ctx.reader,
+                indexes,
+                kind,
+                &model_key,
+                qv,
+                depth,
+                &ctx.q.threads,
+                false,
+            )?,
+        };
+        let rows = rows.into_iter().map(|(pk, s)| (key(kind, pk), s)).collect();
+        let kept = ctx.filter(rows)?;
+        all = merge_by_score(all, kept);
+    }
+    all.truncate(ctx.q.depth);
+    Ok(all)
+}
+
+/// Names and aliases of the given entity ids, plus entities whose name or alias appears in the query text.
+fn entity_names<R: SearchReader + ?Sized>(
+    reader: &R,
+    q: &Query,
+) -> Result<Vec<String>, SearchError> {
+    let mut ids: HashSet<String> = q.entities.iter().cloned().collect();
+    let words = text::words(&q.text);
+    // Phrases of 1-3 words from the query.
+    for n in 1..=3 {
+        for w in words.windows(n) {
+            let phrase = w.join(" ");
+            if phrase.len() >= 3 {
+                ids.extend(reader.entities_named(&phrase)?);
+            }
+        }
+    }
+    let mut names = Vec::new();
+    for id in &ids {
+        names.extend(reader.entity_names(id)?);
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+fn entity_signal<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    names: &[String],
+) -> Result<Vec<(Key, f64)>, SearchError> {
+    let Some(expr) = text::fts_phrases(names) else {
+        return Ok(Vec::new());
+    };
+    fts_signal(ctx, &expr)
+}
+
+/// Runs a query. `embedder` is `None` for the `none` kind (or when the caller wants no vector signal);
+/// `indexes` are the caller's in-memory vector indexes, caught up with the corpus here.
+pub fn query<R: SearchReader + ?Sized>(
+    reader: &R,
+    indexes: &Indexes,
+    embedder: Option<&dyn Embedder>,
+    q: &Query,
+) -> Result<QueryResult, SearchError> {
+    if q.k == 0 || q.k > 1000 {
+        return Err(SearchError::BadRequest(
+            "k must be between 1 and 1000".into(),
+        ));
+    }
+    let mut ctx = Ctx {
+        reader,
+        q,
+        meta: HashMap::new(),
+    };
+    let terms = text::query_terms(&q.text);
+    let mut lists = Vec::new();
+    let vec_embedder = embedder.filter(|_| q.weights.vector > 0.0 && !q.text.trim().is_empty());
+    // The query embedding (tens of ms with a local model) and the in-memory vector pass need no database, so a
+    // second thread runs them while this one runs the FTS query. Catching the indexes up with the corpus reads
+    // it, so that happens here first; a thread filter takes the exact SQL path afterwards instead.
+    let mut shared = Vec::new();
+    if let Some(e) = vec_embedder
+        && q.threads.is_empty()
+        && personkit_embed::check_dim(e.dim()).is_ok()
+    {
+        for kind in ctx.kinds() {
+            shared.push((kind, indexes.shared(reader, kind, &e.model_key(), e.dim())?));
+        }
+    }
+    let depth_v = vector_depth(q);
+    let (fts, vector) = std::thread::scope(|s| {
+        let job = vec_embedder.map(|e| {
+            let shared = &shared;
+            s.spawn(move || -> Result<(Vec<f32>, Prefetched), EmbedError> {
+                let qv = e.embed_query(&q.text)?;
+                let raw = shared
+                    .iter()
+                    .map(|(kind, ix)| {
+                        let ix = ix.lock().unwrap_or_else(|e| e.into_inner());
+                        (*kind, search_index(&ix, &qv, depth_v))
+                    })
+                    .collect();
+                Ok((qv, raw))
+            })
+        });
+        let fts = match text::fts_match(&terms) {
+            Some(expr) if q.weights.fts > 0.0 => fts_signal(&mut ctx, &expr).map(Some),
+            _ => Ok(None),
+        };
+        let vector = job.map(|h| {
+            h.join().unwrap_or_else(|_| {
+                Err(EmbedError::Inference(
+                    "the query embedding thread panicked".into(),
+                ))
+            })
+        });
+        (fts, vector)
+    });
+    if let Some(items) = fts? {
+        lists.push(fusion::Ranked {
+            signal: Signal::Fts,
+            weight: q.weights.fts,
+            items,
+        });
+    }
+    let mut model = None;
+    if let (Some(e), Some(v)) = (vec_embedder, vector) {
+        let (qv, prefetched) = v?;
+        model = Some(e.model_key());
+        lists.push(fusion::Ranked {
+            signal: Signal::Vector,
+            weight: q.weights.vector,
+            items: vector_signal(&mut ctx, indexes, e, &qv, prefetched)?,
+        });
+    }
+    if q.weights.entity > 0.0 {
+        let names = entity_names(reader, q)?;
+        if !names.is_empty() {
+            lists.push(fusion::Ranked {
+                signal: Signal::Entity,
+                weight: q.weights.entity,
+                items: entity_signal(&mut ctx, &names)?,
+            });
+        }
+    }
+    if q.weights.recency > 0.0 && (q.since.is_some() || q.until.is_some()) {
+        // Newest first among everything the other signals found (or, with no text, the window's newest rows).
+        let mut pool: Vec<Key> = lists
+            .iter()
+            .flat_map(|l| l.items.iter().map(|(k, _)| *k))
+            .collect();
+        if q.text.trim().is_empty() {
+            pool = recent_rows(&mut ctx)?;
+        }
+        pool.sort();
+        pool.dedup();
+        let mut dated: Vec<(Key, String)> = Vec::new();
+        for k in pool {
+            if let Some(m) = ctx.load(k)? {
+                dated.push((k, m.occurred_at.clone().unwrap_or_default()));
+            }
+        }
+        dated.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let items = dated
+            .into_iter()
+            .take(q.depth)
+            .map(|(k, t)| {
+                let secs = personkit_store::clock::parse_time(&t)
+                    .map_or(0.0, |t| t.unix_timestamp() as f64);
+                (k, secs)
+            })
+            .collect();
+        lists.push(fusion::Ranked {
+            signal: Signal::Recency,
+            weight: q.weights.recency,
+            items,
+        });
+    }
+    let signals_used = lists.iter().map(|l| l.signal).collect();
+    let fused = match q.fusion {
+        Fusion::Rrf => fusion::rrf(&lists, q.rrf_k),
+        Fusion::Convex => fusion::convex(&lists),
+    };
+    let mut hits = Vec::new();
+    for f in fused.into_iter().take(q.k) {
+        let Some(m) = ctx.load(f.key)? else { continue };
+        hits.push(Hit {
+            kind: kind_of(f.key).as_str(),
+            id: m.id.clone(),
+            thread_id: m.thread_id.clone(),
+            thread_title: m.thread_title.clone(),
+            surface: m.surface.clone(),
+            role: m.role.clone(),
+            message_key: m.message_key.clone(),
+            occurred_at: m.occurred_at.clone(),
+            snippet: text::snippet(&m.content, &terms, 160, "**", "**"),
+            score: f.score,
+            matched_via: f.via.iter().map(|(s, _)| *s).collect(),
+            signals: f.via.into_iter().collect(),
+            content: m.content.clone(),
+        });
+    }
+    Ok(QueryResult {
+        query: q.text.clone(),
+        model,
+        signals_used,
+        hits,
+    })
+}
+
+fn recent_rows<R: SearchReader + ?Sized>(ctx: &mut Ctx<'_, R>) -> Result<Vec<Key>, SearchError> {
+    let q = ctx.q;
+    let since = q.since.clone().unwrap_or_default();
+    let until = q.until.clone().unwrap_or_else(|| "9999".into());
+    let rows: Vec<Key> = ctx
+        .reader
+        .recent_messages(&since, &until, q.depth * 4)?
+        .into_iter()
+        .map(|pk| key(Kind::Message, pk))
+        .collect();
+    let kept = ctx.filter(rows.into_iter().map(|k| (k, 0.0)).collect())?;
+    Ok(kept.into_iter().map(|(k, _)| k).collect())
+}

@@ -1,0 +1,480 @@
+//! Data-driven checks of `corpus_query` on a real SQLite corpus (`search_fixtures/query_cases.json`): fusion
+//! order (a hit found by two signals outranks one found by one), filters (surface, thread, role, since, until),
+//! `matched_via`, entity aliases, recency, events, and the embedding store (text-hash cache, model change).
+//!
+//! The vector signal here uses a tiny deterministic "concept" embedder written for this test, a stand-in for a
+//! real model so that each case has one right answer; the real model is exercised in `search_embedders.rs` and
+//! `search_http.rs`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use personkit_embed::{EmbedError, Embedder};
+use personkit_search::indexer::{self, Cursor, EmbedRun};
+use personkit_search::{self as search, Indexes, Query, Signal};
+use personkit_shared::wire::{ClientInfo, Role, build_observation};
+use personkit_store::clock::Clock;
+use personkit_store::ingest::{Origin, ingest_observations};
+use personkit_store::vectors;
+use serde_json::Value;
+
+/// Stand-in embedder: words map to concept dimensions; a text's vector is the normalised sum.
+#[derive(Debug)]
+struct ConceptEmbedder {
+    version: &'static str,
+    calls: AtomicUsize,
+}
+
+const CONCEPTS: &[(&[&str], usize)] = &[
+    (
+        &[
+            "postgres",
+            "postgresql",
+            "pg_upgrade",
+            "database",
+            "clusters",
+            "sql",
+        ],
+        0,
+    ),
+    (
+        &[
+            "car",
+            "automobile",
+            "vehicle",
+            "brake",
+            "brakes",
+            "braking",
+            "rattle",
+            "rattling",
+            "insurance",
+        ],
+        1,
+    ),
+    (
+        &[
+            "vegetables",
+            "garden",
+            "shade",
+            "grow",
+            "lettuce",
+            "spinach",
+            "kale",
+        ],
+        2,
+    ),
+    (&["migrate", "migration", "upgrade"], 3),
+];
+
+impl Embedder for ConceptEmbedder {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+    fn model_id(&self) -> &str {
+        "test:concepts"
+    }
+    fn model_version(&self) -> &str {
+        self.version
+    }
+    fn dim(&self) -> usize {
+        384
+    }
+    fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.calls.fetch_add(texts.len(), Ordering::SeqCst);
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.0f32; 384];
+                v[383] = 0.05; // every text shares a little, so no vector is zero
+                for w in t
+                    .to_lowercase()
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                {
+                    for (words, dim) in CONCEPTS {
+                        if words.contains(&w) {
+                            v[*dim] += 1.0;
+                        }
+                    }
+                }
+                personkit_embed::l2_normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    conn: rusqlite::Connection,
+    /// fixture key -> (kind, id)
+    ids: HashMap<String, String>,
+    cases: Vec<Value>,
+}
+
+fn load() -> Fixture {
+    let spec: Value =
+        serde_json::from_str(include_str!("fixtures/query_cases.json")).expect("fixture parses");
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
+    let mut ids = HashMap::new();
+    let client = ClientInfo {
+        app_version: "test".into(),
+        device_id: "test-device".into(),
+    };
+    let mut obs = Vec::new();
+    for (i, m) in spec["corpus"].as_array().unwrap().iter().enumerate() {
+        let role = Role::parse(m["role"].as_str().unwrap()).unwrap();
+        let mut o = build_observation(
+            m["surface"].as_str().unwrap(),
+            m["conv"].as_str().unwrap(),
+            role,
+            m["text"].as_str().unwrap(),
+            Some(i as u32),
+            None,
+            m["at"].as_str().unwrap(),
+            client.clone(),
+        );
+        o.turn.occurred_at = Some(m["at"].as_str().unwrap().into());
+        o.title = Some(format!("thread {}", m["conv"].as_str().unwrap()));
+        let tid = uuid::Uuid::parse_str(&o.thread_id).unwrap();
+        let mid = personkit_shared::ids::message_id(&tid, &o.turn.content_hash);
+        ids.insert(
+            m["key"].as_str().unwrap().to_owned(),
+            mid.hyphenated().to_string(),
+        );
+        obs.push(o);
+    }
+    let origin = Origin {
+        device_id: "test-device".into(),
+    };
+    let r = ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+    assert_eq!(r.stored, obs.len(), "{r:?}");
+    for (i, e) in spec["events"].as_array().unwrap().iter().enumerate() {
+        let id = format!("event-{i}");
+        conn.execute(
+            "INSERT INTO events (id, kind, source_surface, content, content_hash, minute_bucket, occurred_at,
+               captured_at, origin_device, origin_seq) VALUES (?1, 'note', ?2, ?3, ?4, 0, ?5, ?5, 'test', ?6)",
+            rusqlite::params![
+                id,
+                e["surface"].as_str().unwrap(),
+                e["text"].as_str().unwrap(),
+                format!("h{i}"),
+                personkit_store::clock::normalize_time(e["at"].as_str().unwrap()).unwrap(),
+                i as i64
+            ],
+        )
+        .unwrap();
+        ids.insert(e["key"].as_str().unwrap().to_owned(), id);
+    }
+    for (i, e) in spec["entities"].as_array().unwrap().iter().enumerate() {
+        conn.execute(
+            "INSERT INTO entities (id, kind, name, created_at, origin_device, origin_seq)
+             VALUES (?1, ?2, ?3, '2026-01-01T00:00:00.000Z', 'test', ?4)",
+            rusqlite::params![
+                e["id"].as_str(),
+                e["kind"].as_str(),
+                e["name"].as_str(),
+                i as i64
+            ],
+        )
+        .unwrap();
+        for (j, a) in e["aliases"].as_array().unwrap().iter().enumerate() {
+            conn.execute(
+                "INSERT INTO entity_aliases (entity_id, alias, created_at, origin_device, origin_seq)
+                 VALUES (?1, ?2, '2026-01-01T00:00:00.000Z', 'test', ?3)",
+                rusqlite::params![e["id"].as_str(), a.as_str(), (100 + j) as i64],
+            )
+            .unwrap();
+        }
+    }
+    Fixture {
+        _dir: dir,
+        conn,
+        ids,
+        cases: spec["cases"].as_array().unwrap().clone(),
+    }
+}
+
+fn embed_all(conn: &mut rusqlite::Connection, e: &dyn Embedder) -> EmbedRun {
+    let mut cursor = Cursor::default();
+    indexer::embed_pending(
+        conn,
+        e,
+        &Clock::system(),
+        &mut cursor,
+        u64::MAX,
+        4,
+        None,
+        |_| {},
+    )
+    .unwrap()
+}
+
+fn strs(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| a.iter().map(|x| x.as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+fn check(f: &Fixture, e: &dyn Embedder, case: &Value) {
+    let name = case["name"].as_str().unwrap();
+    let mut q = Query::new(case["q"].as_str().unwrap());
+    q.k = 10;
+    q.surface = case["surface"].as_str().map(str::to_owned);
+    q.role = case["role"].as_str().map(str::to_owned);
+    q.since = case["since"]
+        .as_str()
+        .map(|s| search::normalize_bound(s, time::OffsetDateTime::now_utc()).unwrap());
+    q.until = case["until"]
+        .as_str()
+        .map(|s| search::normalize_bound(s, time::OffsetDateTime::now_utc()).unwrap());
+    if let Some(e) = case["entity"].as_str() {
+        q.entities = vec![e.to_owned()];
+    }
+    if let Some(tc) = case["thread_conv"].as_array() {
+        let tid =
+            personkit_shared::ids::thread_id(tc[0].as_str().unwrap(), tc[1].as_str().unwrap());
+        q.threads = vec![tid.hyphenated().to_string()];
+    }
+    let r = search::query(&f.conn, &Indexes::new(), Some(e), &q).unwrap();
+    let key_of: HashMap<&str, &str> = f
+        .ids
+        .iter()
+        .map(|(k, v)| (v.as_str(), k.as_str()))
+        .collect();
+    let got: Vec<&str> = r
+        .hits
+        .iter()
+        .map(|h| *key_of.get(h.id.as_str()).unwrap_or(&"?"))
+        .collect();
+    let ctx = format!(
+        "case {name}: hits {got:?} via {:?}",
+        r.hits.iter().map(|h| &h.matched_via).collect::<Vec<_>>()
+    );
+    let sig = |s: &str| match s {
+        "fts" => Signal::Fts,
+        "vector" => Signal::Vector,
+        "entity" => Signal::Entity,
+        "recency" => Signal::Recency,
+        _ => panic!("unknown signal {s}"),
+    };
+    if let Some(top) = case["top"].as_str() {
+        assert_eq!(got.first().copied(), Some(top), "{ctx}");
+    }
+    if !case["top_in"].is_null() {
+        assert!(
+            strs(&case["top_in"])
+                .iter()
+                .any(|t| got.first() == Some(&t.as_str())),
+            "{ctx}"
+        );
+    }
+    if !case["top_via"].is_null() {
+        let want: Vec<Signal> = strs(&case["top_via"]).iter().map(|s| sig(s)).collect();
+        assert_eq!(r.hits[0].matched_via, want, "{ctx}");
+        // Per-signal ranks are reported for exactly the signals in matched_via.
+        assert_eq!(
+            r.hits[0].signals.keys().copied().collect::<Vec<_>>(),
+            want,
+            "{ctx}"
+        );
+    }
+    if !case["only"].is_null() {
+        let allowed = strs(&case["only"]);
+        assert!(!got.is_empty(), "{ctx}");
+        assert!(got.iter().all(|g| allowed.iter().any(|a| a == g)), "{ctx}");
+    }
+    for a in strs(&case["absent"]) {
+        assert!(
+            !got.contains(&a.as_str()),
+            "{a} must be filtered out; {ctx}"
+        );
+    }
+    if let Some(pairs) = case["before"].as_array() {
+        for p in pairs {
+            let (a, b) = (p[0].as_str().unwrap(), p[1].as_str().unwrap());
+            let pa = got
+                .iter()
+                .position(|g| *g == a)
+                .unwrap_or_else(|| panic!("{a} missing; {ctx}"));
+            if let Some(pb) = got.iter().position(|g| *g == b) {
+                assert!(pa < pb, "{a} must rank before {b}; {ctx}");
+            }
+        }
+    }
+    if case["all_two_signal_before_one_signal"].as_bool() == Some(true) {
+        let n: Vec<usize> = r.hits.iter().map(|h| h.matched_via.len()).collect();
+        let last_two = n.iter().rposition(|&x| x >= 2).unwrap_or(0);
+        let first_one = n.iter().position(|&x| x == 1).unwrap_or(usize::MAX);
+        assert!(last_two < first_one, "signal counts {n:?}; {ctx}");
+    }
+    if let Some(m) = case["via_contains"].as_object() {
+        for (k, s) in m {
+            let h = r
+                .hits
+                .iter()
+                .find(|h| key_of.get(h.id.as_str()) == Some(&k.as_str()))
+                .unwrap_or_else(|| panic!("{k} missing; {ctx}"));
+            assert!(
+                h.matched_via.contains(&sig(s.as_str().unwrap())),
+                "{k} via {s}; {ctx}"
+            );
+        }
+    }
+    if let Some(kind) = case["kind_of_top"].as_str() {
+        assert_eq!(r.hits[0].kind, kind, "{ctx}");
+    }
+    // Every hit carries a snippet and consistent metadata.
+    for h in &r.hits {
+        assert!(!h.snippet.is_empty(), "{ctx}");
+        assert!(!h.matched_via.is_empty(), "{ctx}");
+        if h.kind == "message" {
+            assert!(h.thread_id.is_some() && h.role.is_some(), "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn query_cases() {
+    let mut f = load();
+    let e = ConceptEmbedder {
+        version: "1",
+        calls: AtomicUsize::new(0),
+    };
+    let run = embed_all(&mut f.conn, &e);
+    assert!(run.finished);
+    assert_eq!(run.rows, 7, "6 messages + 1 event");
+    for case in f.cases.clone() {
+        check(&f, &e, &case);
+    }
+}
+
+#[test]
+fn fts_only_without_embedder_and_readable_output() {
+    let f = load();
+    let r = search::query(&f.conn, &Indexes::new(), None, &Query::new("brake pads")).unwrap();
+    assert_eq!(r.model, None);
+    assert_eq!(r.signals_used, vec![Signal::Fts]);
+    assert_eq!(r.hits[0].id, f.ids["car_a"]);
+    let text = personkit_cli::output::human(&r, false);
+    assert!(text.contains("browser-ext:claude"), "{text}");
+    assert!(text.contains("2026-11-01 09:01"), "{text}");
+    assert!(text.contains("thread car"), "{text}");
+    assert!(
+        text.contains("[brake]") && text.contains("[pads]"),
+        "{text}"
+    );
+    assert!(text.contains("matched: words #1"), "{text}");
+}
+
+#[test]
+fn embeddings_are_cached_by_text_and_model() {
+    let mut f = load();
+    let v1 = ConceptEmbedder {
+        version: "1",
+        calls: AtomicUsize::new(0),
+    };
+    embed_all(&mut f.conn, &v1);
+    assert_eq!(v1.calls.load(Ordering::SeqCst), 7);
+    // Nothing pending: a second run computes nothing.
+    let again = embed_all(&mut f.conn, &v1);
+    assert_eq!((again.rows, again.computed), (0, 0));
+    assert_eq!(
+        vectors::coverage(&f.conn, &v1.model_key())
+            .unwrap()
+            .pending(),
+        0
+    );
+    // Identical content in another thread reuses the cached vector.
+    let o = build_observation(
+        "browser-ext:chatgpt",
+        "other",
+        Role::User,
+        "Which vegetables grow well in shade?",
+        Some(0),
+        None,
+        "2026-11-10T00:00:00Z",
+        ClientInfo {
+            app_version: "t".into(),
+            device_id: "d".into(),
+        },
+    );
+    ingest_observations(
+        &mut f.conn,
+        &Origin {
+            device_id: "test-device".into(),
+        },
+        &[o],
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    let run = embed_all(&mut f.conn, &v1);
+    assert_eq!(
+        (run.rows, run.computed),
+        (1, 0),
+        "same text, same model: no new inference"
+    );
+    // A model change re-embeds every row (8 texts, 7 distinct), and only those of the old model.
+    let v2 = ConceptEmbedder {
+        version: "2",
+        calls: AtomicUsize::new(0),
+    };
+    assert_eq!(
+        vectors::coverage(&f.conn, &v2.model_key())
+            .unwrap()
+            .pending(),
+        8
+    );
+    let run = embed_all(&mut f.conn, &v2);
+    assert_eq!(run.rows, 8);
+    assert_eq!(v2.calls.load(Ordering::SeqCst), 7);
+    // Switching back finds every vector of version 1 in the cache.
+    let run = embed_all(&mut f.conn, &v1);
+    assert_eq!((run.rows, run.computed), (8, 0));
+    // Vectors of another model are never used by a query of this one.
+    let r = search::query(&f.conn, &Indexes::new(), Some(&v2), &Query::new("vehicle")).unwrap();
+    assert!(
+        r.hits
+            .iter()
+            .all(|h| !h.matched_via.contains(&Signal::Vector)),
+        "stale vectors used"
+    );
+}
+
+#[test]
+fn unsupported_dimension_is_rejected() {
+    #[derive(Debug)]
+    struct Odd;
+    impl Embedder for Odd {
+        fn kind(&self) -> &'static str {
+            "openai"
+        }
+        fn model_id(&self) -> &str {
+            "odd"
+        }
+        fn model_version(&self) -> &str {
+            "1"
+        }
+        fn dim(&self) -> usize {
+            512
+        }
+        fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(texts.iter().map(|_| vec![0.1; 512]).collect())
+        }
+    }
+    let mut f = load();
+    let mut cursor = Cursor::default();
+    let err = indexer::embed_pending(
+        &mut f.conn,
+        &Odd,
+        &Clock::system(),
+        &mut cursor,
+        10,
+        4,
+        None,
+        |_| {},
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("512-dimensional"), "{err}");
+}

@@ -1,0 +1,60 @@
+//! Background jobs of a running relay: the embedding worker (embeds new messages and events on its own
+//! connection; ingest never waits for it) and the warm-up of the vector indexes, so the first query does not pay
+//! for loading them (seconds at 10^6 vectors).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use personkit_embed::{EmbedderConfig, SharedEmbedder};
+use personkit_search::indexer::{self, Worker};
+use personkit_store::vectors::Kind;
+
+use crate::state::AppState;
+
+/// The embedder the configuration asks for (config file next to the corpus, or environment). One that fails to
+/// build is logged and treated as `none`: search still answers from full text.
+pub fn configured_embedder(db_path: &Path) -> SharedEmbedder {
+    let built = EmbedderConfig::load(Some(db_path)).and_then(|c| {
+        let kind = c.kind;
+        personkit_embed::build(&c).map(|e| (kind, c.source.clone(), e))
+    });
+    match built {
+        Ok((kind, source, e)) => {
+            tracing::info!(embedder = kind.as_str(), %source, model = ?e.as_ref().map(|e| e.model_key()), "search embedder");
+            e
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, hint = e.hint(), "embedder unavailable; search uses full text only");
+            None
+        }
+    }
+}
+
+/// Starts the index warm-up and the embedding worker of `state` (nothing without an embedder). Returns the
+/// worker, to stop at shutdown.
+pub fn start(state: &AppState) -> Option<Worker> {
+    let embedder = state.embedder.clone()?;
+    let path = state.db.path().to_path_buf();
+    let (indexes, model_key, dim) = (state.indexes.clone(), embedder.model_key(), embedder.dim());
+    let warm_path = path.clone();
+    let _ = std::thread::Builder::new()
+        .name("personkit-index-warm".into())
+        .spawn(move || {
+            let t = Instant::now();
+            let Ok(conn) = personkit_store::db::open(&warm_path) else {
+                return;
+            };
+            for kind in [Kind::Message, Kind::Event] {
+                match indexes.with_index(&conn, kind, &model_key, dim, |ix| ix.len()) {
+                    Ok(n) => tracing::info!(kind = kind.as_str(), vectors = n, ms = t.elapsed().as_millis() as u64, "vector index loaded"),
+                    Err(e) => tracing::warn!(error = %e, "vector index warm-up failed; the first query loads it"),
+                }
+            }
+        });
+    Some(indexer::spawn_worker(
+        move || personkit_store::db::open(&path).map_err(|e| e.to_string()),
+        embedder,
+        state.clock.clone(),
+        Duration::from_secs(1),
+    ))
+}

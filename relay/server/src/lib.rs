@@ -1,0 +1,21 @@
+//! `personkit-server`: the relay's HTTP server. [`app`] builds the axum router over an [`AppState`] (the corpus,
+//! the clock, limits, the embedder and the vector indexes); [`routes`] has one module per route group; [`jobs`]
+//! runs the background work of a live relay; [`serve`] binds, announces and shuts down.
+//!
+//! It holds no SQL (it calls `personkit-store`) and no ranking (it calls `personkit-search`).
+
+pub mod config;
+pub mod error;
+pub mod jobs;
+pub mod ratelimit;
+pub mod routes;
+pub mod serve;
+pub mod state;
+
+pub use error::AppError;
+pub use routes::{app, is_extension_origin};
+pub use serve::{ServeConfig, serve};
+pub use state::{AppState, AuthedDevice};
+
+#[cfg(test)]
+mod tests;

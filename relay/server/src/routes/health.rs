@@ -1,0 +1,22 @@
+//! `GET /v1/health` (public: is the relay up, which version) and `GET /v1/me/capture-health` (per-surface traffic
+//! lights for the paired device's popup).
+
+use axum::Json;
+use axum::extract::State;
+use personkit_store::health::{self, CaptureHealth};
+
+use crate::error::AppError;
+use crate::state::AppState;
+
+pub(super) async fn get_health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
+}
+
+pub(super) async fn get_capture_health(
+    State(st): State<AppState>,
+) -> Result<Json<CaptureHealth>, AppError> {
+    let now = st.clock.now();
+    Ok(Json(
+        st.read(move |c| health::capture_health(c, now)).await?,
+    ))
+}

@@ -1,0 +1,194 @@
+//! The HTTP API: [`app`] builds the axum router over an [`AppState`]; one module per route group. Every error
+//! body is `{"code","message","hint"}` ([`AppError`]).
+//!
+//! **API boundary:** routes and bodies are the contract in `docs/wire-format.md`; the extension, importers and
+//! other relays code against them.
+
+mod health;
+mod observations;
+mod pair;
+mod query;
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use personkit_store::auth;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::error::AppError;
+use crate::state::{AppState, AuthedDevice};
+
+/// Largest body of any route other than `/v1/observations`.
+const SMALL_BODY_BYTES: usize = 16 * 1024;
+
+/// The router: public `/v1/health` and `/v1/pair`; everything else under `/v1` behind a device token.
+pub fn app(state: AppState) -> Router {
+    let protected = Router::new()
+        .route("/v1/observations", post(observations::post_observations))
+        .route("/v1/me/capture-health", get(health::get_capture_health))
+        .route("/v1/query", get(query::get_query))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            require_device,
+        ));
+    Router::new()
+        .route("/v1/health", get(health::get_health))
+        .route("/v1/pair", post(pair::post_pair))
+        .merge(protected)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(log_request))
+        .layer(cors())
+        .with_state(state)
+}
+
+/// CORS for browser-extension origins only.
+fn cors() -> CorsLayer {
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(|origin: &HeaderValue, _| {
+            is_extension_origin(origin.as_bytes())
+        }))
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .expose_headers([header::RETRY_AFTER])
+        .max_age(Duration::from_secs(600))
+}
+
+/// `chrome-extension://<id>` or `moz-extension://<id>`.
+pub fn is_extension_origin(origin: &[u8]) -> bool {
+    let rest = origin
+        .strip_prefix(b"chrome-extension://")
+        .or_else(|| origin.strip_prefix(b"moz-extension://"));
+    rest.is_some_and(|id| {
+        !id.is_empty() && id.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+    })
+}
+
+/// Logs method, path (never the query string), status and latency. Never bodies or headers.
+async fn log_request(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    if status.is_server_error() {
+        tracing::warn!(%method, %path, status = status.as_u16(), ms, "request failed");
+    } else if status.is_client_error() {
+        tracing::info!(%method, %path, status = status.as_u16(), ms, "request rejected");
+    } else {
+        tracing::debug!(%method, %path, status = status.as_u16(), ms, "request");
+    }
+    resp
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Auth + per-token rate limit for the protected routes.
+async fn require_device(
+    State(st): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Result<Response, AppError> {
+    let token = bearer(req.headers())
+        .ok_or_else(AppError::unauthorized)?
+        .to_owned();
+    let device = st
+        .read(move |c| auth::authenticate(c, &token))
+        .await?
+        .ok_or_else(AppError::unauthorized)?;
+    if let Err(wait) = st.limiter.check(&device.id) {
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        return Err(AppError {
+            retry_after_secs: Some(secs),
+            ..AppError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!(
+                    "more than {} requests per second from this device",
+                    st.config.rate_limit
+                ),
+                format!("wait {secs} s (Retry-After) and send larger batches less often"),
+            )
+        });
+    }
+    req.extensions_mut().insert(AuthedDevice(device));
+    Ok(next.run(req).await)
+}
+
+/// Read a body up to `limit` bytes within `timeout`; `Err(None)` when it is larger, `Err(Some(..))` on a broken
+/// or too slow body.
+pub(crate) async fn read_body(
+    body: Body,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Bytes, Option<AppError>> {
+    let Ok(read) = tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await else {
+        return Err(Some(AppError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                timeout.as_secs()
+            ),
+            "resend the request",
+        )));
+    };
+    match read {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit");
+            if too_large {
+                Err(None)
+            } else {
+                Err(Some(AppError::bad_request(
+                    "malformed_body",
+                    "the request body could not be read",
+                    "resend the request",
+                )))
+            }
+        }
+    }
+}
+
+pub(crate) fn malformed_json(e: &serde_json::Error) -> AppError {
+    AppError::bad_request(
+        "malformed_json",
+        format!(
+            "the body is not valid JSON (line {}, column {})",
+            e.line(),
+            e.column()
+        ),
+        "send a JSON object with Content-Type: application/json",
+    )
+}
+
+async fn not_found() -> AppError {
+    AppError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route",
+        "see docs/wire-format.md for the relay's routes",
+    )
+}
+
+async fn method_not_allowed() -> AppError {
+    AppError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+        "see docs/wire-format.md for the relay's routes",
+    )
+}

@@ -1,0 +1,99 @@
+//! `POST /v1/observations`: a batch of observations from a paired device, stored in one transaction, answered
+//! per item. A 200 is sent only after the commit.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
+use axum::{Extension, Json};
+use personkit_shared::wire::BatchResponse;
+use personkit_store::ingest::{self, Origin, StorageError};
+
+use super::{malformed_json, read_body};
+use crate::error::AppError;
+use crate::state::{AppState, AuthedDevice};
+
+pub(super) async fn post_observations(
+    State(st): State<AppState>,
+    Extension(AuthedDevice(device)): Extension<AuthedDevice>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<BatchResponse>, AppError> {
+    let (max_items, max_bytes) = (st.config.max_batch_items, st.config.max_batch_bytes);
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max_bytes) {
+        return Err(AppError::too_large(
+            format!(
+                "the body is {} bytes, over the limit of {max_bytes}",
+                declared.unwrap_or(0)
+            ),
+            max_items,
+            max_bytes,
+        ));
+    }
+    let bytes = read_body(body, max_bytes, st.config.body_timeout)
+        .await
+        .map_err(|e| {
+            e.unwrap_or_else(|| {
+                AppError::too_large(
+                    format!("the body is over the limit of {max_bytes} bytes"),
+                    max_items,
+                    max_bytes,
+                )
+            })
+        })?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| malformed_json(&e))?;
+    let items = match value {
+        serde_json::Value::Object(mut map) => match map.remove("observations") {
+            Some(serde_json::Value::Array(items)) => items,
+            _ => return Err(malformed_batch()),
+        },
+        _ => return Err(malformed_batch()),
+    };
+    if items.len() > max_items {
+        return Err(AppError::too_large(
+            format!(
+                "the batch has {} observations, over the limit of {max_items}",
+                items.len()
+            ),
+            max_items,
+            max_bytes,
+        ));
+    }
+    let now = st.clock.now();
+    let origin = Origin {
+        device_id: device.id.clone(),
+    };
+    let db = st.db.clone();
+    let resp = tokio::task::spawn_blocking(move || {
+        db.write(|c| {
+            let resp = ingest::ingest_batch(c, &origin, &items, now)?;
+            Ok::<_, StorageError>(resp)
+        })
+    })
+    .await
+    .map_err(|_| AppError::internal())?;
+    let resp = match resp {
+        Ok(r) => r,
+        Err(e) => return Err(e.into()),
+    };
+    tracing::info!(
+        device_id = %device.id,
+        stored = resp.stored,
+        duplicate = resp.duplicate,
+        rejected = resp.rejected,
+        "batch ingested"
+    );
+    Ok(Json(resp))
+}
+
+fn malformed_batch() -> AppError {
+    AppError::bad_request(
+        "malformed_batch",
+        "expected a JSON object {\"observations\": [...]}",
+        "wrap the items in {\"observations\": [...]} (see docs/wire-format.md)",
+    )
+}

@@ -1,0 +1,126 @@
+//! Running the server: bind (loopback unless told otherwise), announce the address and a pairing code on
+//! stdout, serve until SIGTERM/SIGINT, then shut down gracefully.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use tokio::net::TcpListener;
+
+use personkit_store::auth;
+use personkit_store::clock::{Clock, fmt_time};
+use personkit_store::{Db, DbError};
+
+use crate::config::ApiConfig;
+use crate::state::AppState;
+use crate::{app, jobs};
+
+/// Everything `personkit serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub db_path: PathBuf,
+    pub addr: String,
+    pub allow_remote: bool,
+    pub api: ApiConfig,
+}
+
+/// Resolve `HOST:PORT` and check the loopback rule: a non-loopback address needs `allow_remote`.
+pub async fn resolve_addr(addr: &str, allow_remote: bool) -> anyhow::Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr)
+        .await
+        .with_context(|| {
+            format!("cannot resolve --addr {addr:?}; give HOST:PORT such as 127.0.0.1:8787")
+        })?
+        .collect();
+    let first = *addrs
+        .first()
+        .with_context(|| format!("--addr {addr:?} resolves to no address"))?;
+    if !first.ip().is_loopback() {
+        if !allow_remote {
+            bail!(
+                "refusing to listen on {first}: it is not a loopback address, and device tokens would cross the \
+                 network in clear text. Use 127.0.0.1, or pass --allow-remote behind a TLS proxy"
+            );
+        }
+        eprintln!(
+            "personkit: WARNING listening on non-loopback {first} without TLS: put a TLS proxy in front of it"
+        );
+    }
+    Ok(first)
+}
+
+/// Serve until a shutdown signal. Prints `personkit: listening on http://<addr>` and, when no device is paired,
+/// `personkit: pairing code <CODE> (valid until <time>)`.
+pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
+    let addr = resolve_addr(&config.addr, config.allow_remote).await?;
+    let db_path = config.db_path.clone();
+    let db = tokio::task::spawn_blocking(move || Db::open(&db_path))
+        .await?
+        .with_context(|| format!("cannot open the corpus at {}", config.db_path.display()))?;
+    let clock = Clock::system();
+    let embed_path = config.db_path.clone();
+    let embedder =
+        tokio::task::spawn_blocking(move || jobs::configured_embedder(&embed_path)).await?;
+    let state = AppState::new(db, config.api.clone(), clock.clone()).with_embedder(embedder);
+    let embed_worker = jobs::start(&state);
+    let listener = TcpListener::bind(addr).await.with_context(|| {
+        format!("cannot listen on {addr}; is another relay running? try --addr 127.0.0.1:0")
+    })?;
+    let local = listener.local_addr()?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "personkit: listening on http://{local}")?;
+    let now = clock.now();
+    let code = state
+        .db
+        .write(|c| -> Result<_, DbError> {
+            if auth::active_device_count(c)? == 0 {
+                Ok(Some(auth::create_pairing_code(c, now)?))
+            } else {
+                Ok(None)
+            }
+        })
+        .context("cannot create a pairing code")?;
+    if let Some((code, expires)) = code {
+        writeln!(
+            out,
+            "personkit: pairing code {} (valid until {})",
+            code.display(),
+            fmt_time(expires)
+        )?;
+    }
+    out.flush()?;
+    drop(out);
+    tracing::info!(%local, db = %config.db_path.display(), "relay started");
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("server failed")?;
+    if let Some(w) = embed_worker {
+        tokio::task::spawn_blocking(move || w.stop()).await?;
+    }
+    tracing::info!("relay stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown signal received");
+}

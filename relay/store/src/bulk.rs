@@ -1,0 +1,115 @@
+//! Bulk loading of ready-made messages straight into the tables, for benchmarks that need corpora far larger
+//! than ingest could build in their time (10^6 messages with vectors). No validation, no revisions, no
+//! signal-layer rows: this is not an ingest path, and the relay never calls it.
+
+use personkit_shared::ids;
+use personkit_shared::wire::Role;
+use rusqlite::{Connection, params};
+
+use crate::db::DbError;
+use crate::vectors::{ModelRef, text_hash, vec_to_blob};
+
+/// One message to load. Its thread is created (with `title`) when it does not exist yet.
+#[derive(Debug, Clone)]
+pub struct BulkMessage {
+    pub surface: String,
+    pub conversation_id: String,
+    pub title: String,
+    pub role: Role,
+    pub content: String,
+    pub ordinal: u32,
+    /// Stored time form; used as occurred, captured and first/last seen time.
+    pub at: String,
+    /// The message's vector from `model` (see [`load`]).
+    pub vector: Option<Vec<f32>>,
+}
+
+/// Loads `rows` in one transaction, attributed to origin `origin` with sequence numbers from `first_seq`.
+/// Vectors go into the vec0 tables of `model.dim`, the embeddings cache and `search_vec_state`.
+pub fn load(
+    conn: &mut Connection,
+    rows: &[BulkMessage],
+    model: Option<ModelRef<'_>>,
+    origin: &str,
+    first_seq: i64,
+    now: &str,
+) -> Result<(), DbError> {
+    let tx = conn.transaction()?;
+    {
+        let mut th = tx.prepare_cached(
+            "INSERT OR IGNORE INTO threads (id, surface, conversation_id, title, first_seen_at, last_seen_at,
+               origin_device, origin_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
+        )?;
+        let mut msg = tx.prepare_cached(
+            "INSERT INTO messages (id, thread_id, role, content, content_hash, ordinal, position_key,
+               occurred_at, captured_at, received_at, origin_device, origin_seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'o:' || ?6, ?7, ?7, ?8, ?9, ?10)",
+        )?;
+        for (i, m) in rows.iter().enumerate() {
+            let seq = first_seq + i as i64;
+            let tuuid = ids::thread_id(&m.surface, &m.conversation_id);
+            let tid = tuuid.hyphenated().to_string();
+            th.execute(params![
+                tid,
+                m.surface,
+                m.conversation_id,
+                m.title,
+                m.at,
+                origin,
+                seq
+            ])?;
+            let hash = ids::content_hash(&m.content, m.role);
+            let id = ids::message_id(&tuuid, &hash).hyphenated().to_string();
+            msg.execute(params![
+                id,
+                tid,
+                m.role.as_str(),
+                m.content,
+                hash,
+                i64::from(m.ordinal),
+                m.at,
+                now,
+                origin,
+                seq
+            ])?;
+            let pk = tx.last_insert_rowid();
+            if let (Some(v), Some(model)) = (&m.vector, model) {
+                let blob = vec_to_blob(v);
+                let th_ = text_hash(&m.content);
+                tx.prepare_cached(&format!(
+                    "INSERT INTO messages_vec_{}(rowid, embedding) VALUES (?1, ?2)",
+                    model.dim
+                ))?
+                .execute(params![pk, blob])?;
+                tx.prepare_cached(&format!(
+                    "INSERT INTO messages_vbit_{}(rowid, embedding) VALUES (?1, vec_quantize_binary(?2))",
+                    model.dim
+                ))?
+                .execute(params![pk, blob])?;
+                tx.prepare_cached(
+                    "INSERT OR IGNORE INTO embeddings (text_hash, model_id, model_version, dim, vector, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?
+                .execute(params![th_, model.id, model.version, model.dim as i64, blob, now])?;
+                tx.prepare_cached(
+                    "INSERT INTO search_vec_state (kind, pk, text_hash, model_key, dim)
+                     VALUES ('message', ?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![pk, th_, model.key(), model.dim as i64])?;
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Runs `ANALYZE` and `PRAGMA optimize` (after a bulk load, so the planner knows the tables' sizes).
+pub fn analyze(conn: &Connection) -> Result<(), DbError> {
+    conn.execute_batch("ANALYZE; PRAGMA optimize;")?;
+    Ok(())
+}
+
+/// Number of messages (all revisions) in the corpus.
+pub fn message_count(conn: &Connection) -> Result<u64, DbError> {
+    Ok(conn.query_row("SELECT count(*) FROM messages", [], |r| r.get(0))?)
+}

@@ -1,0 +1,329 @@
+//! Opening a corpus: SQLite pragmas, the sqlite-vec extension, migrations; and `Db`, the connection set the
+//! server shares between requests (one writer, a few readers).
+//!
+//! **Architecture invariant:** every connection to a corpus is made by [`open`], so every connection has WAL,
+//! `synchronous=FULL`, foreign keys, a busy timeout and sqlite-vec. An acknowledgement is sent only after a
+//! commit on such a connection, which in WAL mode with `synchronous=FULL` has been fsynced to the WAL.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use crate::migrations;
+
+/// How long a connection waits for another writer before failing with `SQLITE_BUSY`.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Readers kept open for reuse.
+const MAX_IDLE_READERS: usize = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("cannot create the corpus directory {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("migration {name} failed: {source}")]
+    Migration {
+        name: &'static str,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "the corpus has schema version {found} but this personkit knows only up to {supported}"
+    )]
+    TooNew { found: u32, supported: u32 },
+    /// A caller handed the store something it cannot hold (a vector of the wrong dimension, ...).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Register sqlite-vec as an auto extension, once per process, so that every connection opened afterwards has
+/// `vec0` and `vec_*` functions. [`open`] calls it; `main` calls it at start.
+pub fn register_sqlite_vec() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `sqlite3_vec_init` is the extension entry point with the signature SQLite expects of an auto
+        // extension (`int (*)(sqlite3*, char**, const sqlite3_api_routines*)`); the crate declares it without
+        // arguments, so we cast the function pointer, which is what sqlite-vec's own documentation does.
+        #[allow(unsafe_code)]
+        unsafe {
+            type ExtInit = unsafe extern "C" fn(
+                *mut rusqlite::ffi::sqlite3,
+                *mut *mut std::os::raw::c_char,
+                *const rusqlite::ffi::sqlite3_api_routines,
+            ) -> std::os::raw::c_int;
+            let init: ExtInit = std::mem::transmute::<*const (), ExtInit>(
+                sqlite_vec::sqlite3_vec_init as *const (),
+            );
+            rusqlite::ffi::sqlite3_auto_extension(Some(init));
+        }
+    });
+}
+
+/// Set the pragmas every corpus connection needs.
+pub fn configure(conn: &Connection) -> Result<(), DbError> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
+        tracing::warn!(journal_mode = %mode, "corpus is not in WAL mode");
+    }
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// Open (creating if needed) the corpus at `path`: make its directory, set pragmas, apply migrations, make sure
+/// the corpus has a `relay_id`.
+pub fn open(path: &Path) -> Result<Connection, DbError> {
+    register_sqlite_vec();
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+        && !dir.exists()
+    {
+        create_private_dir(dir).map_err(|source| DbError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    let existed = path.exists();
+    let mut conn = Connection::open(path)?;
+    if !existed {
+        // The corpus is private: owner-only. SQLite gives the -wal/-shm files the same mode.
+        make_private(path);
+    }
+    configure(&conn)?;
+    migrations::apply(&mut conn)?;
+    ensure_relay_id(&conn)?;
+    Ok(conn)
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+fn make_private(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            tracing::warn!(error = %e, "cannot make the corpus file owner-only");
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+/// Open a second connection to an already-migrated corpus (no migration check beyond the version read).
+fn open_reader(path: &Path) -> Result<Connection, DbError> {
+    register_sqlite_vec();
+    let conn = Connection::open(path)?;
+    configure(&conn)?;
+    Ok(conn)
+}
+
+/// This corpus's own origin id (a random UUID made when the corpus was created).
+pub fn relay_id(conn: &Connection) -> Result<String, DbError> {
+    Ok(conn.query_row(
+        "SELECT value FROM relay_meta WHERE key = 'relay_id'",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
+fn ensure_relay_id(conn: &Connection) -> Result<(), DbError> {
+    conn.execute(
+        "INSERT OR IGNORE INTO relay_meta(key, value) VALUES ('relay_id', ?1)",
+        [uuid::Uuid::new_v4().to_string()],
+    )?;
+    Ok(())
+}
+
+/// Size of the corpus on disk: main file plus WAL, in bytes.
+pub fn size_on_disk(path: &Path) -> u64 {
+    let main = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    main + std::fs::metadata(PathBuf::from(wal))
+        .map(|m| m.len())
+        .unwrap_or(0)
+}
+
+/// The connections the server shares: one writer (SQLite allows one at a time anyway) and a pool of readers.
+/// Callers run closures on them from blocking threads (`tokio::task::spawn_blocking`).
+#[derive(Debug)]
+pub struct Db {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl Db {
+    /// Open the corpus (migrating it) and keep the connection as the writer.
+    pub fn open(path: &Path) -> Result<Db, DbError> {
+        let writer = open(path)?;
+        Ok(Db {
+            path: path.to_path_buf(),
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Run `f` on the writer connection.
+    pub fn write<T, E: From<DbError>>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        // A panic while the lock was held unwound through `Transaction::drop`, which rolled back: the
+        // connection is still consistent, so recover it rather than failing every later write.
+        let mut conn = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut conn)
+    }
+
+    /// Run `f` on a reader connection (opened on demand, returned to the pool afterwards).
+    pub fn read<T, E: From<DbError>>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let pooled = self
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => open_reader(&self.path)?,
+        };
+        let out = f(&conn);
+        if let Ok(mut pool) = self.readers.lock()
+            && pool.len() < MAX_IDLE_READERS
+        {
+            pool.push(conn);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_sets_pragmas_and_migrates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/corpus.db");
+        let conn = open(&path).unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let sync: i64 = conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(sync, 2, "synchronous=FULL");
+        let fk: i64 = conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(fk, 1);
+        assert_eq!(
+            migrations::current_version(&conn).unwrap(),
+            migrations::latest_version()
+        );
+        let v: String = conn
+            .query_row("SELECT vec_version()", [], |r| r.get(0))
+            .unwrap();
+        assert!(v.starts_with('v'), "{v}");
+        let id1 = relay_id(&conn).unwrap();
+        drop(conn);
+        // Re-opening keeps the version and the relay id.
+        let conn = open(&path).unwrap();
+        assert_eq!(relay_id(&conn).unwrap(), id1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_corpus_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("private/corpus.db");
+        let conn = open(&path).unwrap();
+        conn.execute_batch("CREATE TEMP TABLE t(x); INSERT INTO relay_meta VALUES ('k', 'v');")
+            .unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert_eq!(mode(&dir.path().join("private/corpus.db-wal")), 0o600);
+    }
+
+    #[test]
+    fn vec_tables_accept_vectors() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open(&dir.path().join("c.db")).unwrap();
+        let v: Vec<f32> = (0..384).map(|i| i as f32 / 384.0).collect();
+        let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
+        conn.execute(
+            "INSERT INTO messages_vec_384(rowid, embedding) VALUES (1, ?1)",
+            [bytes.clone()],
+        )
+        .unwrap();
+        let (rowid, dist): (i64, f64) = conn
+            .query_row(
+                "SELECT rowid, distance FROM messages_vec_384 WHERE embedding MATCH ?1 AND k = 1",
+                [bytes],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(rowid, 1);
+        assert!(dist.abs() < 1e-5, "{dist}");
+    }
+
+    #[test]
+    fn events_are_append_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open(&dir.path().join("c.db")).unwrap();
+        conn.execute(
+            "INSERT INTO events(id, kind, source_surface, content, content_hash, minute_bucket, occurred_at,
+                 captured_at, origin_device, origin_seq)
+             VALUES ('e1', 'note', 'import:x', 'c', 'h', 1, 't', 't', 'd', 1)",
+            [],
+        )
+        .unwrap();
+        assert!(conn.execute("DELETE FROM events", []).is_err());
+        assert!(conn.execute("UPDATE events SET content = 'x'", []).is_err());
+    }
+
+    #[test]
+    fn refuses_a_newer_corpus() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let conn = open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 999).unwrap();
+        drop(conn);
+        assert!(matches!(
+            open(&path),
+            Err(DbError::TooNew { found: 999, .. })
+        ));
+    }
+}

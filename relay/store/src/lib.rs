@@ -1,0 +1,26 @@
+//! `personkit-store` is the corpus: one SQLite file (WAL, `synchronous=FULL`, FTS5, sqlite-vec) and every query
+//! the relay runs on it. It opens and migrates the file ([`db`], [`migrations`]), stores batches of observations
+//! ([`ingest`]), keeps devices and pairing codes ([`auth`]), reports capture health ([`health`]) and the CLI's
+//! views ([`views`]), keeps vectors, their cache and their change log ([`vectors`]), answers the reads hybrid
+//! search needs ([`retrieval`]), and bulk-loads synthetic corpora for benchmarks ([`bulk`]).
+//!
+//! **Architecture invariant:** this is the only crate that depends on rusqlite or sqlite-vec, and the only one
+//! with SQL in it. Crates above it see functions and traits ([`retrieval::SearchReader`]) whose types are plain
+//! Rust values, so a second backend (Postgres, for a multi-user relay) implements the same surface.
+//! **Architecture invariant:** times are stored in one fixed-width UTC text form ([`clock::fmt_time`]), so text
+//! order is time order; "now" comes from a [`clock::Clock`] the caller passes in.
+
+pub mod auth;
+pub mod bulk;
+pub mod clock;
+pub mod db;
+pub mod health;
+pub mod ingest;
+pub mod migrations;
+pub mod retrieval;
+pub mod vectors;
+pub mod views;
+
+pub use db::{Db, DbError};
+/// The connection type callers hand back to this crate's functions. Only this crate runs statements on it.
+pub use rusqlite::Connection;
