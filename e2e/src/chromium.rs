@@ -200,20 +200,7 @@ impl Chromium {
             .as_str()
             .ok_or_else(|| anyhow!("no targetId"))?
             .to_string();
-        let attached = self.cdp.call(
-            None,
-            "Target.attachToTarget",
-            json!({"targetId": target_id, "flatten": true}),
-        )?;
-        let session = attached["sessionId"]
-            .as_str()
-            .ok_or_else(|| anyhow!("no sessionId"))?
-            .to_string();
-        let tab = Tab {
-            cdp: self.cdp.clone(),
-            session,
-            target_id,
-        };
+        let tab = self.attach(target_id)?;
         tab.call("Page.enable", json!({}))?;
         tab.call("Runtime.enable", json!({}))?;
         if url != "about:blank" {
@@ -222,12 +209,8 @@ impl Chromium {
         Ok(tab)
     }
 
-    /// Attaches to the extension's service worker (starting it if needed is the caller's business).
-    pub fn attach_worker(&self) -> Result<Tab> {
-        let t = self
-            .extension_worker_target()?
-            .ok_or_else(|| anyhow!("extension service worker is not running"))?;
-        let target_id = t["targetId"].as_str().unwrap_or_default().to_string();
+    /// A flat CDP session on target `target_id`.
+    fn attach(&self, target_id: String) -> Result<Tab> {
         let attached = self.cdp.call(
             None,
             "Target.attachToTarget",
@@ -237,11 +220,20 @@ impl Chromium {
             .as_str()
             .ok_or_else(|| anyhow!("no sessionId"))?
             .to_string();
-        let tab = Tab {
+        Ok(Tab {
             cdp: self.cdp.clone(),
             session,
             target_id,
-        };
+        })
+    }
+
+    /// Attaches to the extension's service worker (starting it if needed is the caller's business).
+    pub fn attach_worker(&self) -> Result<Tab> {
+        let t = self
+            .extension_worker_target()?
+            .ok_or_else(|| anyhow!("extension service worker is not running"))?;
+        let target_id = t["targetId"].as_str().unwrap_or_default().to_string();
+        let tab = self.attach(target_id)?;
         tab.call("Runtime.enable", json!({}))?;
         Ok(tab)
     }

@@ -295,28 +295,23 @@ pub fn measure(
     let mut overlap = 0.0;
     for (topic, _) in &qs {
         let qv = &emb.centroids[*topic];
+        // The 10 nearest messages by exact float KNN, or by the in-memory index.
+        let top10 = |exact: bool| {
+            personkit_search::vector_candidates(
+                conn,
+                &indexes,
+                Kind::Message,
+                SYNTH_MODEL,
+                qv,
+                10,
+                &[],
+                exact,
+            )
+        };
         let t = Instant::now();
-        let exact = personkit_search::vector_candidates(
-            conn,
-            &indexes,
-            Kind::Message,
-            SYNTH_MODEL,
-            qv,
-            10,
-            &[],
-            true,
-        )?;
+        let exact = top10(true)?;
         times.push(t.elapsed().as_secs_f64() * 1000.0);
-        let fast = personkit_search::vector_candidates(
-            conn,
-            &indexes,
-            Kind::Message,
-            SYNTH_MODEL,
-            qv,
-            10,
-            &[],
-            false,
-        )?;
+        let fast = top10(false)?;
         let top: std::collections::HashSet<i64> = exact.iter().take(10).map(|x| x.0).collect();
         let got = fast.iter().take(10).filter(|x| top.contains(&x.0)).count();
         overlap += got as f64 / top.len().max(1) as f64;

@@ -325,7 +325,7 @@ pub fn evaluate(
                 let t = Instant::now();
                 let r = personkit_search::query(conn, &indexes, embedder, &q)?;
                 times[mi].push(t.elapsed().as_secs_f64() * 1000.0);
-                let first = r.hits.iter().position(|h| want.contains(&&h.id));
+                let first = r.hits.iter().position(|h| want.contains(&&h.row.id));
                 for (slot, k) in [1, 5, 10].iter().enumerate() {
                     if first.is_some_and(|p| p < *k) {
                         hits[mi][slot] += 1;

@@ -108,16 +108,17 @@ pub fn human(result: &QueryResult, color: bool) -> String {
     }
     for (i, h) in result.hits.iter().enumerate() {
         let date = h
+            .row
             .occurred_at
             .as_deref()
             .map(|d| d.get(..16).unwrap_or(d).replace('T', " "))
             .unwrap_or_default();
-        let title = h.thread_title.as_deref().unwrap_or("(untitled)");
-        let role = h.role.as_deref().unwrap_or(h.kind);
+        let title = h.row.thread_title.as_deref().unwrap_or("(untitled)");
+        let role = h.row.role.as_deref().unwrap_or(h.kind);
         out.push_str(&format!(
             "{:>2}. {}  {}  {}\n",
             i + 1,
-            h.surface,
+            h.row.surface,
             date,
             title
         ));

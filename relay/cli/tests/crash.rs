@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use personkit_shared::wire::Role;
 use serde_json::Value;
 
 const SURFACE: &str = "browser-ext:crashtest";
@@ -88,11 +87,7 @@ fn every_acknowledged_turn_survives_sigkill_exactly_once() {
 
     let items: Vec<Value> = (0..TURNS)
         .map(|i| {
-            let role = if i % 2 == 0 {
-                Role::User
-            } else {
-                Role::Assistant
-            };
+            let role = alternating_role(i);
             turn(
                 SURFACE,
                 &format!("crash-conv-{}", i % THREADS),

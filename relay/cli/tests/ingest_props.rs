@@ -141,18 +141,23 @@ fn schedule(n: usize, seed: u64) -> Vec<Vec<usize>> {
     batches
 }
 
-fn stored_count(v: &Value) -> usize {
-    v["stored"].as_u64().unwrap_or(0) as usize
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig {
+/// 32 cases per property; failures persisted beside the test.
+fn config() -> ProptestConfig {
+    ProptestConfig {
         cases: 32,
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
             "proptest-regressions/ingest_props.txt",
         ))),
         ..ProptestConfig::default()
-    })]
+    }
+}
+
+fn stored_count(v: &Value) -> usize {
+    v["stored"].as_u64().unwrap_or(0) as usize
+}
+
+proptest! {
+    #![proptest_config(config())]
 
     #[test]
     fn any_replay_reorder_or_split_yields_the_same_corpus(
@@ -260,13 +265,7 @@ fn db_dump(conn: &rusqlite::Connection) -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 32,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
-            "proptest-regressions/ingest_props.txt",
-        ))),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(config())]
 
     #[test]
     fn in_process_any_replay_reorder_or_split_yields_the_same_corpus(

@@ -347,24 +347,33 @@ mod tests {
         .expect("write vectors");
     }
 
-    #[test]
-    fn follows_writes_of_another_connection() {
+    /// Two connections to one new corpus whose rows `1..=n` hold vectors of model `m@1` (seeded by their pk).
+    fn two_connections(n: i64) -> (tempfile::TempDir, Connection, Connection) {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("c.db");
         let mut a = personkit_store::db::open(&path).expect("open");
-        let mut b = personkit_store::db::open(&path).expect("open");
-        let m = ("m", "1");
-        for pk in 1..=50 {
-            put(&mut a, pk, pk as u64, m);
+        let b = personkit_store::db::open(&path).expect("open");
+        for pk in 1..=n {
+            put(&mut a, pk, pk as u64, ("m", "1"));
         }
+        (dir, a, b)
+    }
+
+    /// The index's size and its best hit for the vector of `seed`.
+    fn top_hit(indexes: &Indexes, conn: &Connection, seed: u64) -> (usize, Vec<(i64, f64)>) {
+        indexes
+            .with_index(conn, Kind::Message, "m@1", 384, |ix| {
+                (ix.len(), ix.search(&unit(seed, 384), 1, 10))
+            })
+            .expect("index")
+    }
+
+    #[test]
+    fn follows_writes_of_another_connection() {
+        let (_dir, a, mut b) = two_connections(50);
+        let m = ("m", "1");
         let indexes = Indexes::new();
-        let top = |conn: &Connection, seed: u64| {
-            indexes
-                .with_index(conn, Kind::Message, "m@1", 384, |ix| {
-                    (ix.len(), ix.search(&unit(seed, 384), 1, 10))
-                })
-                .expect("index")
-        };
+        let top = |conn: &Connection, seed: u64| top_hit(&indexes, conn, seed);
         assert_eq!(top(&a, 7).0, 50);
         assert_eq!(top(&a, 7).1[0].0, 7);
         // Another connection adds a row, re-embeds row 7 with another text and moves row 8 to another model.
@@ -382,22 +391,10 @@ mod tests {
 
     #[test]
     fn an_index_behind_a_pruned_log_reloads_and_misses_nothing() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("c.db");
-        let mut a = personkit_store::db::open(&path).expect("open");
-        let mut b = personkit_store::db::open(&path).expect("open");
+        let (_dir, a, mut b) = two_connections(20);
         let m = ("m", "1");
-        for pk in 1..=20 {
-            put(&mut a, pk, pk as u64, m);
-        }
         let indexes = Indexes::new();
-        let top = |conn: &Connection, seed: u64| {
-            indexes
-                .with_index(conn, Kind::Message, "m@1", 384, |ix| {
-                    (ix.len(), ix.search(&unit(seed, 384), 1, 10))
-                })
-                .expect("index")
-        };
+        let top = |conn: &Connection, seed: u64| top_hit(&indexes, conn, seed);
         assert_eq!(top(&a, 3).0, 20);
         // Nothing to prune yet with a generous keep; the log is intact.
         assert_eq!(vectors::prune_log(&b, 1_000).expect("prune"), 0);

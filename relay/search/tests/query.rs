@@ -246,7 +246,7 @@ fn check(f: &Fixture, e: &dyn Embedder, case: &Value) {
     let got: Vec<&str> = r
         .hits
         .iter()
-        .map(|h| *key_of.get(h.id.as_str()).unwrap_or(&"?"))
+        .map(|h| *key_of.get(h.row.id.as_str()).unwrap_or(&"?"))
         .collect();
     let ctx = format!(
         "case {name}: hits {got:?} via {:?}",
@@ -314,7 +314,7 @@ fn check(f: &Fixture, e: &dyn Embedder, case: &Value) {
             let h = r
                 .hits
                 .iter()
-                .find(|h| key_of.get(h.id.as_str()) == Some(&k.as_str()))
+                .find(|h| key_of.get(h.row.id.as_str()) == Some(&k.as_str()))
                 .unwrap_or_else(|| panic!("{k} missing; {ctx}"));
             assert!(
                 h.matched_via.contains(&sig(s.as_str().unwrap())),
@@ -330,7 +330,7 @@ fn check(f: &Fixture, e: &dyn Embedder, case: &Value) {
         assert!(!h.snippet.is_empty(), "{ctx}");
         assert!(!h.matched_via.is_empty(), "{ctx}");
         if h.kind == "message" {
-            assert!(h.thread_id.is_some() && h.role.is_some(), "{ctx}");
+            assert!(h.row.thread_id.is_some() && h.row.role.is_some(), "{ctx}");
         }
     }
 }
@@ -356,7 +356,7 @@ fn fts_only_without_embedder_and_readable_output() {
     let r = search::query(&f.conn, &Indexes::new(), None, &Query::new("brake pads")).unwrap();
     assert_eq!(r.model, None);
     assert_eq!(r.signals_used, vec![Signal::Fts]);
-    assert_eq!(r.hits[0].id, f.ids["car_a"]);
+    assert_eq!(r.hits[0].row.id, f.ids["car_a"]);
     let text = personkit_cli::output::human(&r, false);
     assert!(text.contains("browser-ext:claude"), "{text}");
     assert!(text.contains("2026-11-01 09:01"), "{text}");

@@ -60,6 +60,24 @@ impl AppError {
         )
     }
 
+    /// 429 with `Retry-After`: the caller may try again after `wait`; `then` says what else to do.
+    pub fn rate_limited(
+        wait: std::time::Duration,
+        message: impl Into<String>,
+        then: &str,
+    ) -> AppError {
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        AppError {
+            retry_after_secs: Some(secs),
+            ..AppError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                message,
+                format!("wait {secs} s (Retry-After) and {then}"),
+            )
+        }
+    }
+
     pub fn bad_request(
         code: &str,
         message: impl Into<String>,

@@ -25,7 +25,6 @@ use personkit_testkit as common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use personkit_shared::wire::Role;
 use rusqlite::params;
 use serde_json::Value;
 
@@ -63,11 +62,7 @@ fn make_turns(tag: &str, n: usize) -> Vec<Value> {
                   realistic length so that FTS indexing has words to tokenize and the WAL has bytes to sync. ";
     (0..n)
         .map(|i| {
-            let role = if i % 2 == 0 {
-                Role::User
-            } else {
-                Role::Assistant
-            };
+            let role = alternating_role(i);
             turn(
                 SURFACE,
                 &format!("{tag}-conv-{}", i % 20),

@@ -15,33 +15,24 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
+/// A migration from its number and its file's name (`migrations/<name>.sql`).
+macro_rules! migration {
+    ($version:literal, $name:literal) => {
+        Migration {
+            version: $version,
+            name: $name,
+            sql: include_str!(concat!("../migrations/", $name, ".sql")),
+        }
+    };
+}
+
 /// Every migration, in order. Versions are 1, 2, 3, ... without gaps.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "0001_init",
-        sql: include_str!("../migrations/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "0002_search",
-        sql: include_str!("../migrations/0002_search.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "0003_revision_order_index",
-        sql: include_str!("../migrations/0003_revision_order_index.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "0004_search_vec_log",
-        sql: include_str!("../migrations/0004_search_vec_log.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "0005_search_vec_log_pruning",
-        sql: include_str!("../migrations/0005_search_vec_log_pruning.sql"),
-    },
+    migration!(1, "0001_init"),
+    migration!(2, "0002_search"),
+    migration!(3, "0003_revision_order_index"),
+    migration!(4, "0004_search_vec_log"),
+    migration!(5, "0005_search_vec_log_pruning"),
 ];
 
 /// The schema version this build writes.

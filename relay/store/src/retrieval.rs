@@ -8,7 +8,7 @@ use crate::db::DbError;
 use crate::vectors::{self, Kind, vec_to_blob};
 
 /// What a hit shows and what filters look at, for one message or event.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RowMeta {
     pub id: String,
     pub thread_id: Option<String>,
@@ -18,6 +18,7 @@ pub struct RowMeta {
     pub message_key: Option<String>,
     /// `occurred_at`, else `captured_at`, in the stored time form.
     pub occurred_at: Option<String>,
+    #[serde(skip)]
     pub content: String,
 }
 

@@ -663,6 +663,15 @@ pub fn turn_at(
     serde_json::to_value(obs).expect("observation serializes")
 }
 
+/// User for even `i`, assistant for odd: a conversation's turns in order.
+pub fn alternating_role(i: usize) -> Role {
+    if i % 2 == 0 {
+        Role::User
+    } else {
+        Role::Assistant
+    }
+}
+
 /// The thread id the shared crate derives.
 pub fn thread_id(surface: &str, conv: &str) -> String {
     personkit_shared::ids::thread_id(surface, conv)

@@ -108,19 +108,14 @@ async fn require_device(
         .await?
         .ok_or_else(AppError::unauthorized)?;
     if let Err(wait) = st.limiter.check(&device.id) {
-        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-        return Err(AppError {
-            retry_after_secs: Some(secs),
-            ..AppError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                format!(
-                    "more than {} requests per second from this device",
-                    st.config.rate_limit
-                ),
-                format!("wait {secs} s (Retry-After) and send larger batches less often"),
-            )
-        });
+        return Err(AppError::rate_limited(
+            wait,
+            format!(
+                "more than {} requests per second from this device",
+                st.config.rate_limit
+            ),
+            "send larger batches less often",
+        ));
     }
     req.extensions_mut().insert(AuthedDevice(device));
     Ok(next.run(req).await)

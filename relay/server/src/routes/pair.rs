@@ -24,16 +24,11 @@ pub(super) async fn post_pair(
     body: Body,
 ) -> Result<Response, AppError> {
     if let Err(wait) = st.pair_limiter.check("pair") {
-        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-        return Err(AppError {
-            retry_after_secs: Some(secs),
-            ..AppError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                "too many pairing attempts",
-                format!("wait {secs} s and try again"),
-            )
-        });
+        return Err(AppError::rate_limited(
+            wait,
+            "too many pairing attempts",
+            "try again",
+        ));
     }
     let bytes = read_body(body, SMALL_BODY_BYTES, st.config.body_timeout)
         .await
