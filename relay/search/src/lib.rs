@@ -139,7 +139,8 @@ impl Query {
     }
 }
 
-/// Parses a time bound: RFC 3339, a date `YYYY-MM-DD`, or a span back from `now` (`7d`, `12h`).
+/// Parses a time bound: RFC 3339, a date `YYYY-MM-DD`, or a span back from `now` (`7d`, `12h`); says what is
+/// accepted when it is none of them or out of range.
 pub fn normalize_bound(s: &str, now: OffsetDateTime) -> Result<String, SearchError> {
     use personkit_store::clock;
     if let Some(t) = clock::normalize_time(s) {
@@ -150,11 +151,12 @@ pub fn normalize_bound(s: &str, now: OffsetDateTime) -> Result<String, SearchErr
     {
         return Ok(t);
     }
-    if let Some(span) = clock::parse_span(s) {
-        return Ok(clock::fmt_time(now - span));
+    if let Some(t) = clock::parse_span(s).and_then(|span| clock::back_from(now, span)) {
+        return Ok(clock::fmt_time(t));
     }
     Err(SearchError::BadRequest(format!(
-        "{s:?} is not a time: use RFC 3339 (2026-11-01T00:00:00Z), a date (2026-11-01) or a span back from now (7d)"
+        "{s:?} is not a time bound: use RFC 3339 (2026-11-01T00:00:00Z), a date (2026-11-01) or {}",
+        clock::SPAN_HELP
     )))
 }
 
@@ -163,13 +165,9 @@ pub fn normalize_bound(s: &str, now: OffsetDateTime) -> Result<String, SearchErr
 pub struct Hit {
     /// `message` or `event`.
     pub kind: &'static str,
-    pub id: String,
-    pub thread_id: Option<String>,
-    pub thread_title: Option<String>,
-    pub surface: String,
-    pub role: Option<String>,
-    pub message_key: Option<String>,
-    pub occurred_at: Option<String>,
+    /// Id, thread, surface, role, time (and, not serialised, the full content) of the hit.
+    #[serde(flatten)]
+    pub row: RowMeta,
     /// A window of the content with matched words wrapped in `**`.
     pub snippet: String,
     /// Fused score.
@@ -178,8 +176,6 @@ pub struct Hit {
     pub matched_via: Vec<Signal>,
     /// Per-signal rank (1-based) and the signal's own score (BM25 as -rank, cosine similarity, ...).
     pub signals: BTreeMap<Signal, SignalRank>,
-    #[serde(skip)]
-    pub content: String,
 }
 
 /// The answer to a query.
@@ -574,18 +570,11 @@ pub fn query<R: SearchReader + ?Sized>(
         let Some(m) = ctx.load(f.key)? else { continue };
         hits.push(Hit {
             kind: kind_of(f.key).as_str(),
-            id: m.id.clone(),
-            thread_id: m.thread_id.clone(),
-            thread_title: m.thread_title.clone(),
-            surface: m.surface.clone(),
-            role: m.role.clone(),
-            message_key: m.message_key.clone(),
-            occurred_at: m.occurred_at.clone(),
             snippet: text::snippet(&m.content, &terms, 160, "**", "**"),
+            row: m.clone(),
             score: f.score,
             matched_via: f.via.iter().map(|(s, _)| *s).collect(),
             signals: f.via.into_iter().collect(),
-            content: m.content.clone(),
         });
     }
     Ok(QueryResult {

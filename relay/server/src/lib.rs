@@ -18,4 +18,6 @@ pub use serve::{ServeConfig, serve};
 pub use state::{AppState, AuthedDevice};
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;

@@ -23,16 +23,16 @@ use crate::{AppState, app};
 const T0: OffsetDateTime = datetime!(2026-11-22 10:00:00 UTC);
 const CHATGPT: &str = "browser-ext:chatgpt";
 
-struct Harness {
+pub(crate) struct Harness {
     _dir: tempfile::TempDir,
     state: AppState,
     router: Router,
 }
 
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Value,
+pub(crate) struct Reply {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Value,
 }
 
 fn harness_with(config: ApiConfig) -> Harness {
@@ -46,7 +46,7 @@ fn harness_with(config: ApiConfig) -> Harness {
     }
 }
 
-fn harness() -> Harness {
+pub(crate) fn harness() -> Harness {
     harness_with(ApiConfig {
         rate_limit: 0.0,
         ..ApiConfig::default()
@@ -54,7 +54,7 @@ fn harness() -> Harness {
 }
 
 impl Harness {
-    async fn call(&self, req: Request<Body>) -> Reply {
+    pub(crate) async fn call(&self, req: Request<Body>) -> Reply {
         let resp = self.router.clone().oneshot(req).await.unwrap();
         let status = resp.status();
         let headers = resp.headers().clone();
@@ -74,7 +74,12 @@ impl Harness {
         }
     }
 
-    async fn post(&self, path: &str, token: Option<&str>, body: impl Into<Body>) -> Reply {
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        body: impl Into<Body>,
+    ) -> Reply {
         let mut req = Request::post(path).header(header::CONTENT_TYPE, "application/json");
         if let Some(t) = token {
             req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
@@ -82,7 +87,7 @@ impl Harness {
         self.call(req.body(body.into()).unwrap()).await
     }
 
-    async fn get(&self, path: &str, token: Option<&str>) -> Reply {
+    pub(crate) async fn get(&self, path: &str, token: Option<&str>) -> Reply {
         let mut req = Request::get(path);
         if let Some(t) = token {
             req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
@@ -100,7 +105,7 @@ impl Harness {
             .display()
     }
 
-    async fn pair(&self) -> String {
+    pub(crate) async fn pair(&self) -> String {
         let code = self.new_code();
         let r = self
             .post(
@@ -113,7 +118,7 @@ impl Harness {
         r.body["token"].as_str().unwrap().to_owned()
     }
 
-    async fn send(&self, token: &str, items: &[Value]) -> Reply {
+    pub(crate) async fn send(&self, token: &str, items: &[Value]) -> Reply {
         self.post(
             "/v1/observations",
             Some(token),
@@ -122,7 +127,7 @@ impl Harness {
         .await
     }
 
-    fn count(&self, sql: &str) -> i64 {
+    pub(crate) fn count(&self, sql: &str) -> i64 {
         self.state
             .db
             .read(|c| Ok::<_, personkit_store::DbError>(c.query_row(sql, [], |r| r.get(0))?))
@@ -156,6 +161,34 @@ fn turn(
         client(),
     ))
     .unwrap()
+}
+
+/// A valid user turn with this content in conversation `conv`, captured now.
+pub(crate) fn turn_value(conv: &str, content: &str) -> Value {
+    turn(
+        conv,
+        Role::User,
+        content,
+        None,
+        None,
+        "2026-11-22T09:59:00Z",
+    )
+}
+
+/// User turns "turn {i}" of conversation "c" at ordinals `range`.
+fn numbered_turns(range: std::ops::Range<u32>) -> Vec<Value> {
+    range
+        .map(|i| {
+            turn(
+                "c",
+                Role::User,
+                &format!("turn {i}"),
+                Some(i),
+                None,
+                "2026-11-22T09:59:00Z",
+            )
+        })
+        .collect()
 }
 
 fn statuses(r: &Reply) -> Vec<String> {
@@ -376,18 +409,7 @@ async fn oversize_batches_get_413_and_store_nothing() {
         ..ApiConfig::default()
     });
     let token = h.pair().await;
-    let items: Vec<Value> = (0..4)
-        .map(|i| {
-            turn(
-                "c",
-                Role::User,
-                &format!("turn {i}"),
-                Some(i),
-                None,
-                "2026-11-22T09:59:00Z",
-            )
-        })
-        .collect();
+    let items = numbered_turns(0..4);
     let r = h.send(&token, &items).await;
     assert_error(&r, StatusCode::PAYLOAD_TOO_LARGE, "batch_too_large");
     assert!(
@@ -464,18 +486,7 @@ async fn malformed_bodies_get_400() {
 async fn a_replayed_batch_is_all_duplicate_with_the_same_ids() {
     let h = harness();
     let token = h.pair().await;
-    let items: Vec<Value> = (0..5)
-        .map(|i| {
-            turn(
-                "c",
-                Role::User,
-                &format!("turn {i}"),
-                Some(i),
-                None,
-                "2026-11-22T09:59:00Z",
-            )
-        })
-        .collect();
+    let items = numbered_turns(0..5);
     let first = h.send(&token, &items).await;
     assert_eq!(statuses(&first), vec!["stored"; 5]);
     let again = h.send(&token, &items).await;

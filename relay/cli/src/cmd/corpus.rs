@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use personkit_embed::{self as embed, EmbedderConfig};
 use personkit_search::params::{Params, build_query};
 use personkit_search::{Indexes, indexer};
-use personkit_store::clock::{Clock, parse_span};
+use personkit_store::clock::{Clock, SPAN_HELP, back_from, parse_span};
 use personkit_store::{vectors, views};
 
 use crate::args::{DbArg, JsonArgs};
@@ -120,15 +120,12 @@ pub fn health(a: JsonArgs) -> anyhow::Result<()> {
 }
 
 pub fn surfaces(a: SurfacesArgs) -> anyhow::Result<()> {
-    let span = parse_span(&a.since).with_context(|| {
-        format!(
-            "--since {:?} is not a span; use e.g. 24h, 7d or 4w",
-            a.since
-        )
-    })?;
-    let conn = a.db.open_existing()?;
     let now = Clock::system().now();
-    let rows = views::surfaces(&conn, now - span, now)?;
+    let since = parse_span(&a.since)
+        .and_then(|span| back_from(now, span))
+        .with_context(|| format!("--since {:?} is not {}", a.since, SPAN_HELP))?;
+    let conn = a.db.open_existing()?;
+    let rows = views::surfaces(&conn, since, now)?;
     if a.json {
         return print_json(&rows);
     }
