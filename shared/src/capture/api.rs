@@ -1186,10 +1186,12 @@ mod tests {
         );
     }
 
+    type Entry = fn(&str) -> Result<String>;
+
     /// Every entry point refuses a key it does not know, and says which.
     #[test]
     fn a_misspelt_key_is_an_error_naming_it() {
-        let cases: [(fn(&str) -> Result<String>, Value); 12] = [
+        let cases: [(Entry, Value); 13] = [
             (load_state, json!({})),
             (
                 page_state,
@@ -1208,14 +1210,9 @@ mod tests {
             (on_paired, json!({"relay": "http://127.0.0.1:1"})),
             (queue_summary, json!({})),
             (popup_state, json!({"now_ms": 1, "paired": false})),
+            (apply_intents, json!({"now_ms": 1})),
         ];
-        for (f, good) in cases.iter().chain(
-            [(
-                apply_intents as fn(&str) -> Result<String>,
-                json!({"now_ms": 1}),
-            )]
-            .iter(),
-        ) {
+        for (f, good) in &cases {
             f(&good.to_string()).unwrap_or_else(|e| panic!("{good}: {e}"));
             let mut bad = good.clone();
             bad["naw_ms"] = json!(1);

@@ -501,6 +501,16 @@ mod tests {
         assert_eq!(out.applied.last().unwrap(), "settingsIntent:x");
     }
 
+    /// The popup writes intents under the prefix in `messages.js` and the worker writes the applied list under its
+    /// own key: both must be the ones this module reads.
+    #[test]
+    fn the_extension_uses_the_keys_the_core_reads() {
+        let messages = include_str!("../../../extension/src/messages.js");
+        assert!(messages.contains(&format!("INTENT_PREFIX = '{INTENT_PREFIX}'")));
+        let worker = include_str!("../../../extension/src/bg.js");
+        assert!(worker.contains(&format!("APPLIED_KEY = '{APPLIED_KEY}'")));
+    }
+
     #[test]
     fn intent_keys() {
         assert!(is_intent_key(
