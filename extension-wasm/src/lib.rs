@@ -1,5 +1,5 @@
 //! `personkit-extension-wasm` is the wasm-bindgen facade the extension's service worker loads: one line per
-//! function of `personkit_shared::capture::api`, JSON strings in and out. It holds no logic; everything it exposes
+//! function of `personkit_shared::capture::api` that the worker calls, JSON strings in and out. It holds no logic; everything it exposes
 //! is tested natively in `personkit-shared`. It is not used by the relay.
 
 use personkit_shared::capture::api;
@@ -7,11 +7,6 @@ use wasm_bindgen::prelude::*;
 
 fn js(e: api::ApiCallError) -> JsError {
     JsError::new(&e.to_string())
-}
-
-#[wasm_bindgen]
-pub fn surfaces() -> Result<String, JsError> {
-    api::surfaces().map_err(js)
 }
 
 #[wasm_bindgen(js_name = loadState)]
@@ -32,11 +27,6 @@ pub fn toggle_skip(input: &str) -> Result<String, JsError> {
 #[wasm_bindgen(js_name = setPatterns)]
 pub fn set_patterns(input: &str) -> Result<String, JsError> {
     api::set_patterns(input).map_err(js)
-}
-
-#[wasm_bindgen]
-pub fn redact(input: &str) -> Result<String, JsError> {
-    api::redact(input).map_err(js)
 }
 
 #[wasm_bindgen]

@@ -8,7 +8,6 @@
 //! **API boundary:** the JSON shapes of these inputs and outputs are the contract with `extension/src/bg.js`.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +15,7 @@ use serde_json::value::RawValue;
 
 use super::dedupe::SeenSet;
 use super::health::{self, SurfaceRow};
+use super::keyed::Keyed;
 use super::normalize::normalize;
 use super::policy::{self, CaptureState, SkipList, Stats};
 use super::queue::{Applied, Next, Outcome, QueueConfig, QueueState};
@@ -741,7 +741,7 @@ struct IntentsInput<'a> {
     settings: Settings,
     /// The whole `storage.session` area.
     #[serde(borrow, default)]
-    session: BTreeMap<String, &'a RawValue>,
+    session: Keyed<&'a RawValue>,
     /// The key of a messaged intent, with its patch.
     #[serde(default)]
     intent: Option<String>,

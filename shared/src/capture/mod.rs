@@ -8,6 +8,7 @@
 pub mod api;
 pub mod dedupe;
 pub mod health;
+pub mod keyed;
 pub mod normalize;
 pub mod policy;
 pub mod queue;

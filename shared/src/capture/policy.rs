@@ -2,10 +2,9 @@
 //! limits a content script's snapshot of turns must keep (derived from the wire format's), and the local
 //! per-surface stats the popup's traffic lights read.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
+use super::keyed::Keyed;
 use super::queue::Applied;
 use super::registry::{Status, Surface};
 use super::settings::Settings;
@@ -167,7 +166,7 @@ pub struct SurfaceStats {
 /// Per-surface stats.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct Stats(pub BTreeMap<String, SurfaceStats>);
+pub struct Stats(pub Keyed<SurfaceStats>);
 
 impl Stats {
     pub fn get(&self, surface: &str) -> Option<&SurfaceStats> {
@@ -175,7 +174,7 @@ impl Stats {
     }
 
     fn entry(&mut self, surface: &str) -> &mut SurfaceStats {
-        self.0.entry(surface.to_owned()).or_default()
+        self.0.entry(surface)
     }
 
     /// Counts a capture; returns whether anything changed.

@@ -4,11 +4,10 @@
 //! applied once (ids already applied are listed under `settingsApplied`), a patch sets absolute values, and intents
 //! apply oldest first, so a retried or late message never puts an older change over a newer one.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::keyed::Keyed;
 use super::registry::Registry;
 
 /// The relay a fresh install talks to.
@@ -31,7 +30,7 @@ pub struct Settings {
     /// Origin of the relay to pair with (the token itself is bound to the origin that issued it).
     pub relay_url: String,
     /// Surface id → captured or not. Nothing is captured until the user turns a surface on.
-    pub enabled: BTreeMap<String, bool>,
+    pub enabled: Keyed<bool>,
     /// Experimental surfaces may capture.
     pub experimental: bool,
     /// Pause all capture.
@@ -46,7 +45,7 @@ impl Default for Settings {
     fn default() -> Settings {
         Settings {
             relay_url: DEFAULT_RELAY.to_owned(),
-            enabled: BTreeMap::new(),
+            enabled: Keyed::default(),
             experimental: false,
             kill_switch: false,
             ever_paired: false,
@@ -90,7 +89,7 @@ pub struct SettingsPatch {
     pub kill_switch: Option<bool>,
     /// Surface id → on/off; ids the registry does not know are ignored.
     #[serde(default)]
-    pub enabled: BTreeMap<String, bool>,
+    pub enabled: Keyed<bool>,
 }
 
 impl SettingsPatch {
@@ -106,9 +105,9 @@ impl SettingsPatch {
         if let Some(v) = self.kill_switch {
             out.kill_switch = v;
         }
-        for (id, on) in &self.enabled {
+        for (id, on) in self.enabled.iter() {
             if registry.get(id).is_some() {
-                out.enabled.insert(id.clone(), *on);
+                out.enabled.insert(id.to_owned(), *on);
             }
         }
         Ok(out)
@@ -218,7 +217,7 @@ pub struct IntentsApplied {
 /// `extra`. Settings change (and `rev` grows by one) when at least one patch applied.
 pub fn apply_intents(
     settings: &Settings,
-    session: &BTreeMap<String, &RawValue>,
+    session: &Keyed<&RawValue>,
     extra: Option<(&str, &RawValue)>,
     now_ms: u64,
     registry: &Registry,
@@ -232,8 +231,8 @@ pub fn apply_intents(
         .filter(|(k, _)| is_intent_key(k))
         .map(
             |(k, raw)| match serde_json::from_str::<IntentRecord>(raw.get()) {
-                Ok(r) => (k.clone(), Ok(r.patch), r.at),
-                Err(e) => (k.clone(), Err(format!("bad intent record: {e}")), 0),
+                Ok(r) => (k.to_owned(), Ok(r.patch), r.at),
+                Err(e) => (k.to_owned(), Err(format!("bad intent record: {e}")), 0),
             },
         )
         .collect();
@@ -306,7 +305,7 @@ mod tests {
         RawValue::from_string(s.to_owned()).unwrap()
     }
 
-    fn session(entries: &[(&str, &str)]) -> BTreeMap<String, Box<RawValue>> {
+    fn session(entries: &[(&str, &str)]) -> Vec<(String, Box<RawValue>)> {
         entries
             .iter()
             .map(|(k, v)| (k.to_string(), raw(v)))
@@ -315,7 +314,7 @@ mod tests {
 
     fn apply_intents(
         settings: &Settings,
-        session: &BTreeMap<String, Box<RawValue>>,
+        session: &[(String, Box<RawValue>)],
         extra: Option<(&str, &RawValue)>,
         now_ms: u64,
         registry: &Registry,
@@ -417,10 +416,10 @@ mod tests {
 
         // Replayed after being applied (the applied list is in the session): nothing changes.
         let mut again = s.clone();
-        again.insert(
+        again.push((
             APPLIED_KEY.into(),
             raw(&serde_json::to_string(&out.applied).unwrap()),
-        );
+        ));
         let replay = apply_intents(&out.settings, &again, None, 0, r);
         assert!(replay.processed && !replay.changed);
         assert_eq!(replay.settings, out.settings);
@@ -441,7 +440,7 @@ mod tests {
     #[test]
     fn a_message_without_a_record_is_applied_and_its_error_reported() {
         let r = Registry::builtin();
-        let empty = BTreeMap::new();
+        let empty = Vec::new();
         assert!(!apply_intents(&Settings::default(), &empty, None, 0, r).processed);
         let patch = raw(r#"{"enabled": {"browser-ext:gemini": true}}"#);
         let out = apply_intents(
@@ -488,10 +487,10 @@ mod tests {
         let many: Vec<String> = (0..MAX_APPLIED + 5)
             .map(|i| format!("settingsIntent:{i}"))
             .collect();
-        s.insert(
+        s.push((
             APPLIED_KEY.into(),
             raw(&serde_json::to_string(&many).unwrap()),
-        );
+        ));
         let out = apply_intents(&Settings::default(), &s, None, 0, r);
         assert!(!out.changed);
         assert_eq!(out.ignored.len(), 1);
