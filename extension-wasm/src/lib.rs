@@ -49,6 +49,11 @@ pub fn pair_request(input: &str) -> Result<String, JsError> {
     api::pair_request(input).map_err(js)
 }
 
+#[wasm_bindgen(js_name = pairResponse)]
+pub fn pair_response(input: &str) -> Result<String, JsError> {
+    api::pair_response(input).map_err(js)
+}
+
 #[wasm_bindgen(js_name = onPaired)]
 pub fn on_paired(input: &str) -> Result<String, JsError> {
     api::on_paired(input).map_err(js)

@@ -254,8 +254,7 @@ async function post(body, token) {
       body,
     });
     const text = await res.text();
-    const ra = Number.parseInt(res.headers.get('Retry-After') || '', 10);
-    return { status: res.status, body: text, retry_after_s: Number.isFinite(ra) && ra >= 0 ? ra : null };
+    return { status: res.status, body: text, retry_after: res.headers.get('Retry-After') };
   } catch (e) {
     return { status: 0, error: `relay not reachable: ${String((e && e.message) || e).slice(0, 200)}` };
   }
@@ -400,33 +399,30 @@ async function setPatterns(msg) {
 }
 
 async function pair(msg) {
-  const req = json(core.pairRequest, { relay_url: msg.relayUrl, code: msg.code, settings: S.settings });
+  const req = json(core.pairRequest, {
+    relay_url: msg.relayUrl,
+    code: msg.code,
+    settings: S.settings,
+    user_agent: navigator.userAgent,
+  });
   if (req.error) return { ok: false, error: req.error };
-  const { relay: base, code } = req;
+  const base = req.relay;
   let res;
   try {
     res = await fetchWithTimeout(`${base}/v1/pair`, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ code, device_name: `browser ${navigator.userAgent.includes('Firefox') ? 'Firefox' : 'Chromium'}` }),
+      body: req.body,
     });
   } catch (e) {
     return { ok: false, error: `Relay not reachable at ${base}: is \`personkit serve\` running?` };
   }
-  let body = null;
-  try {
-    body = await res.json();
-  } catch {
-    body = null;
-  }
-  if (!res.ok || !body || typeof body.token !== 'string') {
-    const why = body && body.message ? body.message : `HTTP ${res.status}`;
-    const hint = body && body.hint ? ` ${body.hint}` : '';
-    return { ok: false, error: `Pairing failed: ${why}.${hint}` };
-  }
+  const text = await res.text().catch(() => '');
+  const answer = json(core.pairResponse, { status: res.status, body: text });
+  if (answer.error) return { ok: false, error: answer.error };
   await exclusive(async () => {
-    await saveTokenRecord({ token: body.token, relay: base });
-    S.token = body.token;
+    await saveTokenRecord({ token: answer.token, relay: base });
+    S.token = answer.token;
     S.tokenRelay = base;
     const r = json(core.onPaired, { queue: S.queue, settings: S.settings, relay: base });
     S.settings = r.settings;

@@ -509,8 +509,9 @@ struct OutcomeInput {
     status: u16,
     #[serde(default)]
     body: String,
+    /// The `Retry-After` header as received; only its delay-seconds form is used.
     #[serde(default)]
-    retry_after_s: Option<u64>,
+    retry_after: Option<String>,
     #[serde(default)]
     error: String,
     now_ms: u64,
@@ -526,7 +527,7 @@ struct OutcomeOutput {
     queue_length: usize,
 }
 
-/// `{queue, stats, ids, status, body, retry_after_s, error, now_ms, fast}` (status 0: the request did not
+/// `{queue, stats, ids, status, body, retry_after, error, now_ms, fast}` (status 0: the request did not
 /// complete) → `{queue, stats, applied: {wipe_token, acknowledged, rejected, retry_in_ms}, queue_length}`.
 pub fn on_outcome(input: &str) -> Result<String> {
     let mut i: OutcomeInput = parse(input)?;
@@ -538,7 +539,7 @@ pub fn on_outcome(input: &str) -> Result<String> {
         Outcome::Http {
             status: i.status,
             body: std::mem::take(&mut i.body),
-            retry_after_s: i.retry_after_s,
+            retry_after_s: i.retry_after.as_deref().and_then(|h| h.trim().parse().ok()),
         }
     };
     let applied = i
@@ -563,17 +564,26 @@ struct PairInput {
     code: String,
     #[serde(default)]
     settings: Settings,
+    /// The browser's user agent (names the device on the relay).
+    #[serde(default)]
+    user_agent: String,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum PairRequest {
-    Send { relay: String, code: String },
+    Send { relay: String, body: String },
     Refused { error: &'static str },
 }
 
-/// The popup's Pair button: `{relay_url, code, settings}` → `{relay, code}` (the origin to POST `/v1/pair` to,
-/// the trimmed code) or `{error}` for the user.
+#[derive(Debug, Serialize)]
+struct PairBody<'a> {
+    code: &'a str,
+    device_name: &'a str,
+}
+
+/// The popup's Pair button: `{relay_url, code, settings, user_agent}` → `{relay, body}` (the origin to POST
+/// `/v1/pair` to, and the body to send) or `{error}` for the user.
 pub fn pair_request(input: &str) -> Result<String> {
     let i: PairInput = parse(input)?;
     let typed = i.relay_url.trim();
@@ -592,9 +602,54 @@ pub fn pair_request(input: &str) -> Result<String> {
         },
         Some(relay) => PairRequest::Send {
             relay,
-            code: code.to_owned(),
+            body: to_json(&PairBody {
+                code,
+                device_name: if i.user_agent.contains("Firefox") {
+                    "browser Firefox"
+                } else {
+                    "browser Chromium"
+                },
+            })?,
         },
     })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PairResponseInput {
+    status: u16,
+    /// The response body as received.
+    #[serde(default)]
+    body: String,
+}
+
+/// The part of the relay's pairing answer the extension keeps.
+#[derive(Debug, Deserialize)]
+struct Token {
+    token: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum PairResult {
+    Paired { token: String },
+    Failed { error: String },
+}
+
+/// The relay answered `/v1/pair`: `{status, body}` → `{token}`, or `{error}` for the user (the relay's
+/// `{code, message, hint}` when it sent one).
+pub fn pair_response(input: &str) -> Result<String> {
+    let i: PairResponseInput = parse(input)?;
+    if (200..300).contains(&i.status)
+        && let Ok(t) = serde_json::from_str::<Token>(&i.body)
+    {
+        return to_json(&PairResult::Paired { token: t.token });
+    }
+    let error = match serde_json::from_str::<wire::ApiError>(&i.body) {
+        Ok(e) => format!("Pairing failed: {}. {}", e.message, e.hint),
+        Err(_) => format!("Pairing failed: HTTP {}.", i.status),
+    };
+    to_json(&PairResult::Failed { error })
 }
 
 #[derive(Debug, Deserialize)]
@@ -1027,6 +1082,19 @@ mod tests {
             (Some(1), Some(1))
         );
         assert_eq!(st["lastAcceptedMs"], 2);
+        // A 429 with Retry-After (delay-seconds) waits that long; an HTTP-date form is not used.
+        let next = call(next_batch, json!({"queue": out["queue"], "now_ms": 10}));
+        let busy = |retry_after: Value| {
+            call(
+                on_outcome,
+                json!({"queue": out["queue"], "ids": next["ids"], "now_ms": 10, "status": 429,
+                "body": "", "retry_after": retry_after}),
+            )["applied"]["retry_in_ms"]
+                .clone()
+        };
+        assert_eq!(busy(json!(" 7 ")), json!(7000));
+        assert_ne!(busy(json!("Wed, 21 Oct 2026 07:28:00 GMT")), json!(7000));
+        assert_eq!(busy(json!(null)), busy(json!("soon")));
         let s = call(queue_summary, json!({"queue": done["queue"]}));
         assert_eq!(s["sent"], 1);
         assert_eq!(
@@ -1128,11 +1196,14 @@ mod tests {
     fn pairing_checks_its_input_and_updates_settings_and_queue() {
         let ok = call(
             pair_request,
-            json!({"relay_url": " http://127.0.0.1:8787/ ", "code": " ABCD-EFGH "}),
+            json!({"relay_url": " http://127.0.0.1:8787/ ", "code": " ABCD-EFGH ",
+                   "user_agent": "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"}),
         );
+        assert_eq!(ok["relay"], "http://127.0.0.1:8787");
+        let body: Value = serde_json::from_str(ok["body"].as_str().unwrap()).unwrap();
         assert_eq!(
-            ok,
-            json!({"relay": "http://127.0.0.1:8787", "code": "ABCD-EFGH"})
+            body,
+            json!({"code": "ABCD-EFGH", "device_name": "browser Firefox"})
         );
         let from_settings = call(
             pair_request,
@@ -1161,6 +1232,26 @@ mod tests {
         assert_eq!(paired["settings"]["rev"], 3);
         assert_eq!(paired["settings"]["relayUrl"], "http://127.0.0.1:8787");
         assert!(on_paired(&json!({"relay": "nope"}).to_string()).is_err());
+        let answer =
+            |status: u16, body: &str| call(pair_response, json!({"status": status, "body": body}));
+        assert_eq!(
+            answer(200, r#"{"token": "t0k", "device_id": "d"}"#),
+            json!({"token": "t0k"})
+        );
+        let refused = answer(
+            400,
+            r#"{"code": "invalid_code", "message": "that code is unknown", "hint": "run personkit pair again"}"#,
+        );
+        assert_eq!(
+            refused["error"],
+            "Pairing failed: that code is unknown. run personkit pair again"
+        );
+        assert_eq!(answer(502, "<html>")["error"], "Pairing failed: HTTP 502.");
+        assert_eq!(
+            answer(200, "{}")["error"],
+            "Pairing failed: HTTP 200.",
+            "a 2xx without a token is not a pairing"
+        );
     }
 
     #[test]
@@ -1191,7 +1282,7 @@ mod tests {
     /// Every entry point refuses a key it does not know, and says which.
     #[test]
     fn a_misspelt_key_is_an_error_naming_it() {
-        let cases: [(Entry, Value); 13] = [
+        let cases: [(Entry, Value); 14] = [
             (load_state, json!({})),
             (
                 page_state,
@@ -1207,6 +1298,7 @@ mod tests {
             (next_batch, json!({"now_ms": 1})),
             (on_outcome, json!({"ids": [], "status": 0, "now_ms": 1})),
             (pair_request, json!({"code": "x"})),
+            (pair_response, json!({"status": 200})),
             (on_paired, json!({"relay": "http://127.0.0.1:1"})),
             (queue_summary, json!({})),
             (popup_state, json!({"now_ms": 1, "paired": false})),
