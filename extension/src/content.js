@@ -324,13 +324,7 @@
     const url = location.href;
     const { turns, streaming } = snapshot();
     if (turns.length > 0) {
-      const r = await send(
-        M.make.capture(
-          url,
-          document.title,
-          turns.map(({ id, ...t }) => t),
-        ),
-      );
+      const r = await send(M.make.capture(url, document.title, turns.map(({ id, ...t }) => t)));
       // Remember what the worker took into the pipeline only (not what it refused because capture was off).
       if (r && !r.error && r.state === 'capturing' && location.href === url) {
         for (const t of turns) sentText.set(t.id, t.text);

@@ -1,14 +1,13 @@
 // personkit messages: the one definition of every message between the content script, the worker and the popup
 // (types, constructors, and the shape check the worker applies to everything it receives). A classic script, so
 // that content scripts (listed before content.js in the manifest), the popup (a <script> before popup.js) and the
-// worker (`import './messages.js'`) all load this same file; it defines `globalThis.personkitMessages` in its own
-// context only (a content script's isolated world is not the page's).
+// worker (`import './messages.js'`) all load this same file; it sets `globalThis.personkitMessages` in its own
+// context only (a content script's isolated world is not the page's), always anew, never reusing a value found there.
 //
 // What a message carries beyond its shape (turns, settings patches, patterns) is checked by the capture core.
 
 (function (g) {
   'use strict';
-  if (g.personkitMessages) return;
 
   const MSG = Object.freeze({
     // content script → worker
