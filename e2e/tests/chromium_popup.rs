@@ -2,7 +2,7 @@
 //! (only its `storage.session` intent was written) is applied by the worker; a click while the service worker is
 //! stopped wakes it and is confirmed; a popup closed in the same instant as the click still gets its setting; a
 //! periodic refresh never reverts a change still awaiting its confirmation; a change whose every message fails
-//! shows an error (and is still applied from its intent).
+//! shows an error (and is still applied from its intent). Malformed messages are refused by name.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -222,4 +222,43 @@ fn popup_keeps_pending_changes_and_reports_failures() {
         wait_setting(&s, "browser-ext:copilot", false, Duration::from_secs(15)),
         "the change was lost although its intent was recorded"
     );
+}
+
+/// The worker checks every message against `messages.js` and the core: a field the message type does not list, a
+/// misspelt settings key and a content-script message sent from an extension page are each refused with a clear
+/// error and change nothing; the same change spelt right is applied (positive control).
+#[test]
+fn malformed_messages_are_refused_by_name() {
+    let s = Session::start(&[]).unwrap();
+    let send = |msg: &str| {
+        s.popup
+            .eval(&format!("chrome.runtime.sendMessage({msg})"))
+            .unwrap()
+    };
+    let before = settings(&s);
+
+    let extra_field = send(
+        "{type: 'setSettings', patch: {killSwitch: true}, intent: 'settingsIntent:m1', note: 'extra'}",
+    );
+    assert_eq!(extra_field, json!({"error": "invalid_message"}));
+    let typo =
+        send("{type: 'setSettings', patch: {killswitch: true}, intent: 'settingsIntent:m2'}");
+    let why = typo["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("killswitch"),
+        "the error names the misspelt key: {typo}"
+    );
+    let wrong_sender =
+        send("{type: 'capture', url: 'https://chatgpt.com/c/x', title: null, turns: []}");
+    assert_eq!(wrong_sender, json!({"error": "unknown_message"}));
+    let after = settings(&s);
+    assert_eq!(after["killSwitch"], before["killSwitch"]);
+    assert_eq!(
+        after["rev"], before["rev"],
+        "a refused message changed the settings"
+    );
+
+    let ok = send("{type: 'setSettings', patch: {killSwitch: true}, intent: 'settingsIntent:m3'}");
+    assert_eq!(ok["settings"]["killSwitch"], json!(true), "{ok}");
+    assert_eq!(settings(&s)["killSwitch"], json!(true));
 }

@@ -1,5 +1,5 @@
 //! `personkit-extension-wasm` is the wasm-bindgen facade the extension's service worker loads: one line per
-//! function of `personkit_shared::capture::api`, JSON strings in and out. It holds no logic; everything it exposes
+//! function of `personkit_shared::capture::api` that the worker calls, JSON strings in and out. It holds no logic; everything it exposes
 //! is tested natively in `personkit-shared`. It is not used by the relay.
 
 use personkit_shared::capture::api;
@@ -9,24 +9,24 @@ fn js(e: api::ApiCallError) -> JsError {
     JsError::new(&e.to_string())
 }
 
-#[wasm_bindgen]
-pub fn surfaces() -> Result<String, JsError> {
-    api::surfaces().map_err(js)
+#[wasm_bindgen(js_name = loadState)]
+pub fn load_state(input: &str) -> Result<String, JsError> {
+    api::load_state(input).map_err(js)
 }
 
-#[wasm_bindgen(js_name = adapterForUrl)]
-pub fn adapter_for_url(input: &str) -> Result<String, JsError> {
-    api::adapter_for_url(input).map_err(js)
+#[wasm_bindgen(js_name = pageState)]
+pub fn page_state(input: &str) -> Result<String, JsError> {
+    api::page_state(input).map_err(js)
 }
 
-#[wasm_bindgen(js_name = validatePatterns)]
-pub fn validate_patterns(input: &str) -> Result<String, JsError> {
-    api::validate_patterns(input).map_err(js)
+#[wasm_bindgen(js_name = toggleSkip)]
+pub fn toggle_skip(input: &str) -> Result<String, JsError> {
+    api::toggle_skip(input).map_err(js)
 }
 
-#[wasm_bindgen]
-pub fn redact(input: &str) -> Result<String, JsError> {
-    api::redact(input).map_err(js)
+#[wasm_bindgen(js_name = setPatterns)]
+pub fn set_patterns(input: &str) -> Result<String, JsError> {
+    api::set_patterns(input).map_err(js)
 }
 
 #[wasm_bindgen]
@@ -44,6 +44,16 @@ pub fn on_outcome(input: &str) -> Result<String, JsError> {
     api::on_outcome(input).map_err(js)
 }
 
+#[wasm_bindgen(js_name = pairRequest)]
+pub fn pair_request(input: &str) -> Result<String, JsError> {
+    api::pair_request(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = pairResponse)]
+pub fn pair_response(input: &str) -> Result<String, JsError> {
+    api::pair_response(input).map_err(js)
+}
+
 #[wasm_bindgen(js_name = onPaired)]
 pub fn on_paired(input: &str) -> Result<String, JsError> {
     api::on_paired(input).map_err(js)
@@ -54,9 +64,14 @@ pub fn queue_summary(input: &str) -> Result<String, JsError> {
     api::queue_summary(input).map_err(js)
 }
 
-#[wasm_bindgen(js_name = healthLight)]
-pub fn health_light(input: &str) -> Result<String, JsError> {
-    api::health_light(input).map_err(js)
+#[wasm_bindgen(js_name = popupState)]
+pub fn popup_state(input: &str) -> Result<String, JsError> {
+    api::popup_state(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = applyIntents)]
+pub fn apply_intents(input: &str) -> Result<String, JsError> {
+    api::apply_intents(input).map_err(js)
 }
 
 #[wasm_bindgen(js_name = flushDelayMs)]

@@ -1,21 +1,21 @@
 // personkit service worker (Chrome) / background script (Firefox).
 //
-// The only place the WASM capture core runs (page CSPs block WebAssembly in content scripts). Every listener is
-// registered at the top level and awaits the one `ready` promise. Nothing that matters lives only in a global:
-// the queue, the dedupe set, settings, skipped threads and local stats are written to storage.local before any
-// reply, so a worker that is killed and restarted loses nothing. The relay token never leaves this context and
+// The only place the WASM capture core runs (page CSPs block WebAssembly in content scripts). This file does what
+// must be JS: it reads messages, the clock and storage, makes the HTTP requests and sets timers; every decision
+// (capture policy, message limits, skip list, stats, settings merge, delivery, health lights) is a core call.
+// Every listener is registered at the top level and awaits the one `ready` promise. Nothing that matters lives
+// only in a global: the queue, the dedupe set, settings, skipped threads and local stats are written to
+// storage.local before any reply, so a worker that is killed and restarted loses nothing. The relay token never leaves this context and
 // is sent only to the relay origin it was issued by: it is kept, with that origin, in the extension origin's
 // IndexedDB (see `secrets` below), never in storage.local, which content scripts (and so a compromised renderer)
 // can read and write.
 
 import initCore, * as core from './wasm/personkit_core.js';
+import './messages.js';
 
+const M = globalThis.personkitMessages;
 const APP_VERSION = chrome.runtime.getManifest().version;
-const DEFAULT_RELAY = 'http://127.0.0.1:8787';
 const EXTENSION_ORIGIN = chrome.runtime.getURL('');
-const MAX_TURNS_PER_MESSAGE = 500;
-const MAX_TEXT_CHARS = 600 * 1024;
-const MAX_SKIPPED = 5000;
 const FETCH_TIMEOUT_MS = 15000;
 const ALARM = 'personkit-flush';
 
@@ -33,12 +33,7 @@ const S = {
   patterns: [],
   activePatterns: [],
   fast: false,
-  surfaces: [],
 };
-
-function defaultSettings() {
-  return { relayUrl: DEFAULT_RELAY, enabled: {}, experimental: false, killSwitch: false, rev: 0 };
-}
 
 // ---- secrets: the device token in the extension origin's IndexedDB ---------------------------------------------
 //
@@ -106,8 +101,19 @@ if (chrome.storage.local.setAccessLevel) {
 const ready = (async () => {
   await initCore({ module_or_path: chrome.runtime.getURL('wasm/personkit_core_bg.wasm') });
   const stored = await chrome.storage.local.get(null);
-  S.settings = { ...defaultSettings(), ...(stored.settings || {}) };
-  const legacy = typeof stored.token === 'string' ? { token: stored.token, relay: validRelayUrl(S.settings.relayUrl) || DEFAULT_RELAY } : null;
+  const loaded = json(core.loadState, {
+    settings: stored.settings,
+    skipped: stored.skipped,
+    stats: stored.stats,
+    patterns: stored.patterns,
+    active_patterns: stored.activePatterns,
+  });
+  S.settings = loaded.settings;
+  S.skipped = loaded.skipped;
+  S.stats = loaded.stats;
+  S.patterns = loaded.patterns;
+  S.activePatterns = loaded.active_patterns;
+  const legacy = typeof stored.token === 'string' ? { token: stored.token, relay: S.settings.relayUrl } : null;
   let rec = null;
   try {
     rec = await loadTokenRecord();
@@ -129,12 +135,7 @@ const ready = (async () => {
   S.deviceId = stored.deviceId || crypto.randomUUID();
   S.queue = stored.queue || {};
   S.seen = stored.seen || {};
-  S.skipped = Array.isArray(stored.skipped) ? stored.skipped : [];
-  S.stats = stored.stats || {};
-  S.patterns = Array.isArray(stored.patterns) ? stored.patterns : [];
-  S.activePatterns = Array.isArray(stored.activePatterns) ? stored.activePatterns : [];
   S.fast = stored.testFastFlush === true;
-  S.surfaces = JSON.parse(core.surfaces());
   if (!stored.deviceId) await chrome.storage.local.set({ deviceId: S.deviceId });
 })();
 
@@ -156,138 +157,60 @@ function json(fn, input) {
   return JSON.parse(fn(JSON.stringify(input)));
 }
 
-function today() {
-  return new Date().toISOString().slice(0, 10);
-}
-
-function surfaceInfo(id) {
-  return S.surfaces.find((s) => s.id === id) || null;
-}
-
-function captureState(surfaceId, threadId) {
-  const info = surfaceInfo(surfaceId);
-  if (!info) return 'off';
-  if (!S.settings.enabled[surfaceId]) return 'off';
-  if (info.status === 'experimental' && !S.settings.experimental) return 'off';
-  if (S.settings.killSwitch) return 'paused';
-  if (threadId && S.skipped.includes(threadId)) return 'skipped';
-  return 'capturing';
-}
-
-/** The URL a content script speaks for: the browser's own record of the sending frame decides the origin; the
- * path may come from the script (a same-document navigation can be newer than the sender record). */
-function senderPageUrl(sender, claimed) {
-  const real = sender.url || (sender.tab && sender.tab.url) || '';
-  if (typeof claimed !== 'string' || claimed.length > 4096) return real;
-  try {
-    const a = new URL(real);
-    const b = new URL(claimed);
-    return a.origin === b.origin ? b.href : real;
-  } catch {
-    return real;
-  }
-}
-
-function adapterFor(url) {
-  return json(core.adapterForUrl, { url, day: today() });
-}
-
-function isFromExtensionPage(sender) {
-  return sender.id === chrome.runtime.id && typeof sender.url === 'string' && sender.url.startsWith(EXTENSION_ORIGIN);
-}
-
-function isFromContentScript(sender) {
-  return sender.id === chrome.runtime.id && !!sender.tab && !isFromExtensionPage(sender);
-}
-
-// ---- validation of content-script messages --------------------------------------------------------------------
-
-function validTurns(turns) {
-  if (!Array.isArray(turns) || turns.length > MAX_TURNS_PER_MESSAGE) return null;
-  const out = [];
-  for (const t of turns) {
-    if (!t || typeof t !== 'object') return null;
-    if (t.role !== 'user' && t.role !== 'assistant') return null;
-    if (typeof t.text !== 'string' || t.text.length > MAX_TEXT_CHARS) return null;
-    const key = t.message_key == null ? null : t.message_key;
-    if (key !== null && (typeof key !== 'string' || key.length > 2048)) return null;
-    const ord = t.ordinal_raw == null ? null : t.ordinal_raw;
-    if (ord !== null && (typeof ord !== 'string' || ord.length > 256)) return null;
-    out.push({ role: t.role, text: t.text, message_key: key, ordinal_raw: ord });
-  }
-  return out;
+/** What the core needs to judge a page: the URL the browser vouched for, the time, and the user's choices. */
+function pageInput(url) {
+  return { url, now_ms: Date.now(), settings: S.settings, skipped: S.skipped };
 }
 
 // ---- content-script requests -----------------------------------------------------------------------------------
 
 function hello(sender, msg) {
-  const url = senderPageUrl(sender, msg.url);
-  const a = adapterFor(url);
-  if (!a.surface) return { surface: null, state: 'off' };
-  return {
-    surface: a.surface,
-    conversation_id: a.conversation_id,
-    thread_id: a.thread_id,
-    state: captureState(a.surface.id, a.thread_id),
-  };
+  const p = json(core.pageState, pageInput(M.senderPageUrl(sender, msg.url)));
+  if (!p.surface) return { surface: null, state: 'off' };
+  return p;
 }
 
 async function captureTurns(sender, msg) {
-  const turns = validTurns(msg.turns);
-  if (!turns) return { error: 'invalid_message' };
-  const url = senderPageUrl(sender, msg.url);
-  const a = adapterFor(url);
-  if (!a.surface || !a.thread_id) return { queued: 0, state: 'off' };
-  const state = captureState(a.surface.id, a.thread_id);
-  if (state !== 'capturing') return { queued: 0, state };
-  const title = typeof msg.title === 'string' ? msg.title.slice(0, 2048) : null;
+  const url = M.senderPageUrl(sender, msg.url);
   const out = await exclusive(async () => {
     const r = json(core.capture, {
-      url,
-      title,
-      day: today(),
-      turns,
+      ...pageInput(url),
+      title: msg.title,
+      turns: msg.turns,
+      stats: S.stats,
       patterns: S.activePatterns,
       device_id: S.deviceId,
       app_version: APP_VERSION,
-      captured_at: new Date().toISOString(),
       queue: S.queue,
       seen: S.seen,
       fast: S.fast,
     });
+    if (r.invalid) return r;
     S.queue = r.queue;
     S.seen = r.seen;
-    if (r.queued > 0 || r.overflowed > 0) {
-      const st = stat(a.surface.id);
-      st.captured = (st.captured || 0) + r.queued;
-      if (r.overflowed > 0) st.overflowed = (st.overflowed || 0) + r.overflowed;
-      await persist(['queue', 'seen', 'stats']);
-    }
+    S.stats = r.stats;
+    if (r.changed) await persist(['queue', 'seen', 'stats']);
     return r;
   });
+  if (out.invalid) {
+    console.warn('personkit: refused a capture message:', out.invalid);
+    return { error: M.ERR.INVALID };
+  }
   if (out.queued > 0) scheduleFlush(core.flushDelayMs(S.fast));
-  return { queued: out.queued, already_seen: out.already_seen, near_full: out.near_full, state };
+  if (out.state !== 'capturing') return { queued: 0, state: out.state };
+  return { queued: out.queued, already_seen: out.already_seen, near_full: out.near_full, state: out.state };
 }
 
 async function toggleSkip(sender, msg) {
-  const url = senderPageUrl(sender, msg.url);
-  const a = adapterFor(url);
-  if (!a.surface || !a.thread_id) return { state: a.surface ? captureState(a.surface.id, null) : 'off' };
-  await exclusive(async () => {
-    const i = S.skipped.indexOf(a.thread_id);
-    if (i >= 0) S.skipped.splice(i, 1);
-    else {
-      S.skipped.push(a.thread_id);
-      if (S.skipped.length > MAX_SKIPPED) S.skipped.splice(0, S.skipped.length - MAX_SKIPPED);
+  const url = M.senderPageUrl(sender, msg.url);
+  return exclusive(async () => {
+    const r = json(core.toggleSkip, pageInput(url));
+    if (r.changed) {
+      S.skipped = r.skipped;
+      await persist(['skipped']);
     }
-    await persist(['skipped']);
+    return { state: r.state };
   });
-  return { state: captureState(a.surface.id, a.thread_id) };
-}
-
-function stat(surface) {
-  if (!S.stats[surface]) S.stats[surface] = {};
-  return S.stats[surface];
 }
 
 // ---- delivery ----------------------------------------------------------------------------------------------------
@@ -310,7 +233,7 @@ function scheduleFlush(ms) {
 
 /** Where the token goes: only ever the relay origin that issued it. */
 function relayBase() {
-  return String(S.tokenRelay || S.settings.relayUrl || DEFAULT_RELAY).replace(/\/+$/, '');
+  return S.tokenRelay || S.settings.relayUrl;
 }
 
 async function fetchWithTimeout(url, init) {
@@ -331,8 +254,7 @@ async function post(body, token) {
       body,
     });
     const text = await res.text();
-    const ra = Number.parseInt(res.headers.get('Retry-After') || '', 10);
-    return { status: res.status, body: text, retry_after_s: Number.isFinite(ra) && ra >= 0 ? ra : null };
+    return { status: res.status, body: text, retry_after: res.headers.get('Retry-After') };
   } catch (e) {
     return { status: 0, error: `relay not reachable: ${String((e && e.message) || e).slice(0, 200)}` };
   }
@@ -354,19 +276,16 @@ async function flush() {
       }
       const outcome = await post(next.body, token);
       const res = await exclusive(async () => {
-        const r = json(core.onOutcome, { queue: S.queue, ids: next.ids, ...outcome, now_ms: Date.now(), fast: S.fast });
+        const r = json(core.onOutcome, {
+          queue: S.queue,
+          stats: S.stats,
+          ids: next.ids,
+          ...outcome,
+          now_ms: Date.now(),
+          fast: S.fast,
+        });
         S.queue = r.queue;
-        const now = Date.now();
-        for (const [surface, n] of r.applied.acknowledged) {
-          const st = stat(surface);
-          st.lastAcceptedMs = now;
-          st.accepted = (st.accepted || 0) + n;
-        }
-        for (const [surface, code] of r.applied.rejected) {
-          const st = stat(surface);
-          st.lastErrorMs = now;
-          st.lastError = code;
-        }
+        S.stats = r.stats;
         if (r.applied.wipe_token) {
           // A failed delete only costs one more 401 after a restart; the queue outcome must still be recorded.
           await saveTokenRecord(null).catch((e) => console.error('personkit: could not delete the token', e && e.message));
@@ -394,109 +313,41 @@ function queueSummary() {
   return json(core.queueSummary, { queue: S.queue, fast: S.fast });
 }
 
+/** The relay's capture-health body as received (the core parses it), or null when there is none to read. */
 async function relayHealth() {
   if (!S.token) return null;
   try {
     const res = await fetchWithTimeout(`${relayBase()}/v1/me/capture-health`, {
       headers: { Authorization: `Bearer ${S.token}` },
     });
-    if (!res.ok) return null;
-    const body = await res.json();
-    return Array.isArray(body.surfaces) ? body.surfaces : null;
+    return res.ok ? await res.text() : null;
   } catch {
     return null;
   }
-}
-
-function ms(t) {
-  const v = typeof t === 'string' ? Date.parse(t) : NaN;
-  return Number.isFinite(v) ? v : null;
 }
 
 async function popupState() {
   const relay = await relayHealth();
-  const q = queueSummary();
-  const now = Date.now();
-  const surfaces = S.surfaces.map((s) => {
-    const st = S.stats[s.id] || {};
-    const r = (relay || []).find((x) => x && x.surface === s.id) || null;
-    const relayError = r && r.last_error ? ms(r.last_error.at) : null;
-    const light = json(core.healthLight, {
-      now_ms: now,
-      enabled: captureState(s.id, null) !== 'off',
-      local_accepted_ms: st.lastAcceptedMs || null,
-      local_error_ms: st.lastErrorMs || null,
-      relay_accepted_ms: r ? ms(r.last_accepted_at) : null,
-      relay_error_ms: relayError,
-    });
-    return {
-      id: s.id,
-      name: s.name,
-      status: s.status,
-      enabled: !!S.settings.enabled[s.id],
-      light,
-      captured: st.captured || 0,
-      accepted: st.accepted || 0,
-      turns_24h: r ? r.turns_24h : null,
-    };
-  });
-  return {
+  return json(core.popupState, {
+    now_ms: Date.now(),
     settings: S.settings,
-    paired: !!S.token,
-    signInRequired: q.sign_in_required || (!S.token && !!S.settings.everPaired),
-    queueLength: q.queue_length,
-    held: q.held,
-    sent: q.sent,
-    nearFull: q.near_full,
-    lastError: q.last_error,
-    relayReachable: relay !== null,
+    stats: S.stats,
+    queue: S.queue,
+    fast: S.fast,
     patterns: S.patterns,
-    patternErrors: json(core.validatePatterns, S.patterns),
-    surfaces,
-  };
+    paired: !!S.token,
+    relay_health: relay,
+  });
 }
 
-function validRelayUrl(u) {
-  if (typeof u !== 'string' || u.length > 512) return null;
-  try {
-    const url = new URL(u);
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
-    return url.origin;
-  } catch {
-    return null;
-  }
-}
-
-/** `patch` applied to `s` (absolute values, so applying a patch twice changes nothing); throws on a bad URL. */
-function patchedSettings(s, patch) {
-  const out = { ...s, enabled: { ...s.enabled } };
-  if ('relayUrl' in patch) {
-    const u = validRelayUrl(patch.relayUrl);
-    if (!u) throw new Error('invalid relay URL');
-    out.relayUrl = u;
-  }
-  for (const k of ['experimental', 'killSwitch']) if (k in patch) out[k] = patch[k] === true;
-  if (patch.enabled && typeof patch.enabled === 'object') {
-    for (const [id, on] of Object.entries(patch.enabled)) if (surfaceInfo(id)) out.enabled[id] = on === true;
-  }
-  return out;
-}
-
-// Settings intents (see popup.js): the popup records each change in storage.session (extension pages and this
-// worker only; content scripts cannot read or write it) before messaging it, so a change whose message is lost
-// (popup closed at once, worker waking up) is still applied here: on the message, on the storage change, or on
-// the next start. Ids already applied are remembered (storage.session `settingsApplied`), so a retried message or
-// a late duplicate never reapplies an older change over a newer one.
-const INTENT_PREFIX = 'settingsIntent:';
+// Settings intents (see popup.js and the core's `settings` module): the popup records each change in
+// storage.session (extension pages and this worker only; content scripts cannot read or write it) before
+// messaging it, so a change whose message is lost (popup closed at once, worker waking up) is still applied
+// here: on the message, on the storage change, or on the next start. The core merges them idempotently.
 const APPLIED_KEY = 'settingsApplied';
-const MAX_APPLIED = 200;
 
-function validIntentKey(k) {
-  return typeof k === 'string' && k.startsWith(INTENT_PREFIX) && k.length <= INTENT_PREFIX.length + 64;
-}
-
-/** Applies every recorded intent (oldest first), plus `extra` ({key, patch}) from a message if it was not
- * recorded; persists once; removes the applied intents. Runs inside `exclusive`. */
+/** Applies every recorded intent, plus `extra` ({key, patch}) from a message; persists; removes the applied
+ * intents. Runs inside `exclusive`. Resolves to whether any intent was processed. */
 async function applyIntents(extra) {
   let session = {};
   try {
@@ -504,94 +355,78 @@ async function applyIntents(extra) {
   } catch (e) {
     console.warn('personkit: storage.session unavailable', e && e.message);
   }
-  const applied = Array.isArray(session[APPLIED_KEY]) ? session[APPLIED_KEY] : [];
-  const todo = Object.entries(session)
-    .filter(([k, v]) => validIntentKey(k) && v && typeof v === 'object' && v.patch && typeof v.patch === 'object')
-    .map(([k, v]) => ({ key: k, patch: v.patch, at: Number(v.at) || 0 }))
-    .sort((a, b) => a.at - b.at);
-  if (extra && !applied.includes(extra.key) && !todo.some((t) => t.key === extra.key)) todo.push({ ...extra, at: Date.now() });
-  if (todo.length === 0) return false;
-  let s = S.settings;
-  let bad = null;
-  for (const t of todo) {
-    if (applied.includes(t.key)) continue;
-    try {
-      s = patchedSettings(s, t.patch);
-    } catch (e) {
-      if (extra && t.key === extra.key) bad = e;
-    }
-    applied.push(t.key);
+  const r = json(core.applyIntents, {
+    settings: S.settings,
+    session,
+    intent: extra ? extra.key : undefined,
+    patch: extra ? extra.patch : undefined,
+    now_ms: Date.now(),
+  });
+  for (const i of r.ignored) console.warn(`personkit: settings intent ${i.key} not applied: ${i.message}`);
+  if (!r.processed) {
+    if (r.error) throw new Error(r.error);
+    return false;
   }
-  if (s !== S.settings) {
-    S.settings = { ...s, rev: (S.settings.rev || 0) + 1 };
+  if (r.changed) {
+    S.settings = r.settings;
     await persist(['settings']);
   }
   try {
-    await chrome.storage.session.set({ [APPLIED_KEY]: applied.slice(-MAX_APPLIED) });
-    await chrome.storage.session.remove(todo.map((t) => t.key).filter((k) => k in session));
+    await chrome.storage.session.set({ [APPLIED_KEY]: r.applied });
+    await chrome.storage.session.remove(r.remove);
   } catch (e) {
     console.warn('personkit: could not clear applied settings intents', e && e.message);
   }
-  if (bad) throw bad;
+  if (r.error) throw new Error(r.error);
   return true;
 }
 
-async function setSettings(patch, intent) {
-  if (!patch || typeof patch !== 'object') return { error: 'invalid_message' };
-  const key = validIntentKey(intent) ? intent : `${INTENT_PREFIX}${crypto.randomUUID()}`;
-  const changed = await exclusive(() => applyIntents({ key, patch }));
+async function setSettings(msg) {
+  const changed = await exclusive(() => applyIntents({ key: msg.intent, patch: msg.patch }));
   if (changed) broadcast();
   return { ok: true, settings: S.settings };
 }
 
-async function setPatterns(patterns) {
-  if (!Array.isArray(patterns) || patterns.length > 200 || !patterns.every((p) => typeof p === 'string')) {
-    return { error: 'invalid_message' };
-  }
-  const lines = patterns.map((p) => p.trim()).filter((p) => p.length > 0);
-  const errors = json(core.validatePatterns, lines);
-  const bad = new Set(errors.map((e) => e.index));
-  await exclusive(async () => {
-    S.patterns = lines;
+async function setPatterns(msg) {
+  return exclusive(async () => {
+    const r = json(core.setPatterns, { patterns: msg.patterns });
+    S.patterns = r.patterns;
     // Only patterns the core compiled reach the capture path.
-    S.activePatterns = lines.filter((_, i) => !bad.has(i));
+    S.activePatterns = r.active;
     await persist(['patterns', 'activePatterns']);
+    return { ok: true, errors: r.errors };
   });
-  return { ok: true, errors };
 }
 
 async function pair(msg) {
-  const base = validRelayUrl(msg.relayUrl || S.settings.relayUrl);
-  const code = typeof msg.code === 'string' ? msg.code.trim() : '';
-  if (!base) return { ok: false, error: 'Enter the relay URL, e.g. http://127.0.0.1:8787' };
-  if (!code || code.length > 64) return { ok: false, error: 'Enter the pairing code that `personkit pair` printed' };
+  const req = json(core.pairRequest, {
+    relay_url: msg.relayUrl,
+    code: msg.code,
+    settings: S.settings,
+    user_agent: navigator.userAgent,
+  });
+  if (req.error) return { ok: false, error: req.error };
+  const base = req.relay;
   let res;
   try {
     res = await fetchWithTimeout(`${base}/v1/pair`, {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ code, device_name: `browser ${navigator.userAgent.includes('Firefox') ? 'Firefox' : 'Chromium'}` }),
+      body: req.body,
     });
   } catch (e) {
     return { ok: false, error: `Relay not reachable at ${base}: is \`personkit serve\` running?` };
   }
-  let body = null;
-  try {
-    body = await res.json();
-  } catch {
-    body = null;
-  }
-  if (!res.ok || !body || typeof body.token !== 'string') {
-    const why = body && body.message ? body.message : `HTTP ${res.status}`;
-    const hint = body && body.hint ? ` ${body.hint}` : '';
-    return { ok: false, error: `Pairing failed: ${why}.${hint}` };
-  }
+  const text = await res.text().catch(() => '');
+  const answer = json(core.pairResponse, { status: res.status, body: text });
+  if (answer.error) return { ok: false, error: answer.error };
   await exclusive(async () => {
-    await saveTokenRecord({ token: body.token, relay: base });
-    S.token = body.token;
+    await saveTokenRecord({ token: answer.token, relay: base });
+    S.token = answer.token;
     S.tokenRelay = base;
-    S.settings = { ...S.settings, relayUrl: base, everPaired: true, rev: (S.settings.rev || 0) + 1 };
-    S.queue = json(core.onPaired, { queue: S.queue });
+    const r = json(core.onPaired, { queue: S.queue, settings: S.settings, relay: base });
+    S.settings = r.settings;
+    S.queue = r.queue;
     await persist(['settings', 'queue']);
   });
   scheduleFlush(0);
@@ -631,7 +466,8 @@ globalThis.__personkitBench = async (n = 300) => {
       turns: [{ role: 'assistant', text, message_key: `k${i}` }],
       device_id: 'bench',
       app_version: 'bench',
-      captured_at: '2026-11-22T10:00:00Z',
+      now_ms: 1795341600000,
+      settings: { enabled: { 'browser-ext:chatgpt': true } },
     });
     sink += core.capture(input).length;
   });
@@ -643,7 +479,7 @@ function broadcast() {
   chrome.tabs.query({}).then(
     (tabs) => {
       for (const t of tabs) {
-        if (t.id != null) chrome.tabs.sendMessage(t.id, { type: 'refresh' }).catch(() => {});
+        if (t.id != null) chrome.tabs.sendMessage(t.id, M.make.refresh()).catch(() => {});
       }
     },
     () => {},
@@ -652,41 +488,35 @@ function broadcast() {
 
 // ---- listeners (top level, all awaiting `ready`) -----------------------------------------------------------------
 
-async function handle(msg, sender) {
+async function handle(raw, sender) {
   await ready;
-  if (!msg || typeof msg !== 'object' || typeof msg.type !== 'string') return { error: 'invalid_message' };
-  if (isFromContentScript(sender)) {
-    switch (msg.type) {
-      case 'hello':
-        return hello(sender, msg);
-      case 'capture':
-        return captureTurns(sender, msg);
-      case 'toggleSkip':
-        return toggleSkip(sender, msg);
-      default:
-        return { error: 'unknown_message' };
-    }
+  const from = M.senderKind(sender, chrome.runtime.id, EXTENSION_ORIGIN);
+  if (!from) return { error: M.ERR.FORBIDDEN };
+  const { msg, error } = M.check(from, raw);
+  if (error) return { error };
+  switch (msg.type) {
+    case M.MSG.HELLO:
+      return hello(sender, msg);
+    case M.MSG.CAPTURE:
+      return captureTurns(sender, msg);
+    case M.MSG.TOGGLE_SKIP:
+      return toggleSkip(sender, msg);
+    case M.MSG.POPUP_STATE:
+      return popupState();
+    case M.MSG.SET_SETTINGS:
+      return setSettings(msg);
+    case M.MSG.SET_PATTERNS:
+      return setPatterns(msg);
+    case M.MSG.PAIR:
+      return pair(msg);
+    case M.MSG.DEBUG:
+      return debugInfo();
+    case M.MSG.FLUSH:
+      scheduleFlush(0);
+      return { ok: true };
+    default:
+      return { error: M.ERR.UNKNOWN };
   }
-  if (isFromExtensionPage(sender)) {
-    switch (msg.type) {
-      case 'popupState':
-        return popupState();
-      case 'setSettings':
-        return setSettings(msg.patch, msg.intent);
-      case 'setPatterns':
-        return setPatterns(msg.patterns);
-      case 'pair':
-        return pair(msg);
-      case 'debug':
-        return debugInfo();
-      case 'flush':
-        scheduleFlush(0);
-        return { ok: true };
-      default:
-        return { error: 'unknown_message' };
-    }
-  }
-  return { error: 'forbidden' };
 }
 
 chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
@@ -696,7 +526,7 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
 
 chrome.storage.onChanged.addListener((changes, area) => {
   if (area === 'session') {
-    if (Object.entries(changes).some(([k, c]) => validIntentKey(k) && c.newValue !== undefined)) {
+    if (Object.entries(changes).some(([k, c]) => k.startsWith(M.INTENT_PREFIX) && c.newValue !== undefined)) {
       ready.then(() => exclusive(() => applyIntents(null))).then((changed) => changed && broadcast(), (e) => console.warn('personkit: settings intent', e && e.message));
     }
     return;

@@ -1,17 +1,19 @@
 // personkit content script: thin. It asks the worker for this page's adapter (registry data), watches the page
 // with a MutationObserver, waits for 600 ms of quiet and for the adapter's streaming markers to clear, reads the
-// turns the adapter's selectors describe and sends them to the worker, where the core normalises, redacts,
-// hashes, dedupes and queues them. It holds no token and no queue. It runs in the isolated world: page scripts
-// cannot see its variables or call chrome.runtime.
+// turns the adapter's selectors describe and sends them to the worker, where the core checks, normalises,
+// redacts, hashes, dedupes and queues them. It holds no token and no queue, and no site names or selectors: all
+// it knows of a site is its registry entry. It runs in the isolated world: page scripts cannot see its variables
+// or call chrome.runtime. Its messages are built by messages.js (loaded before it).
 //
-// Page-world capture (a later issue) will talk to this script over window.postMessage; every such message must
-// carry `channel`, a random id made per page load below and handed to the page-world script at injection, and is
+// Page-world capture (planned) will talk to this script over window.postMessage; every such message must carry
+// `channel`, a random id made per page load below and handed to the page-world script at injection, and is
 // validated here before anything reaches the worker. Nothing listens yet.
 
 (() => {
   'use strict';
   if (globalThis.__personkitContentLoaded) return;
   globalThis.__personkitContentLoaded = true;
+  const M = globalThis.personkitMessages;
 
   const QUIET_MS = 600;
   const STREAM_RECHECK_MS = 600;
@@ -87,7 +89,7 @@
     // events too, see TESTING.md).
     if (!ev.isTrusted) return;
     if (state !== 'capturing' && state !== 'skipped') return;
-    const r = await send({ type: 'toggleSkip', url: location.href });
+    const r = await send(M.make.toggleSkip(location.href));
     if (r && typeof r.state === 'string') {
       state = r.state;
       ensureBadge();
@@ -163,18 +165,19 @@
     return [el];
   }
 
-  const BLOCK = new Set([
+  // HTML's own layout; a site's custom block elements come from its registry entry (`block_elements`).
+  const HTML_BLOCK = [
     'DIV', 'LI', 'DD', 'DT', 'TR', 'SECTION', 'ARTICLE', 'HEADER', 'FOOTER', 'ASIDE', 'NAV', 'FIGURE', 'FIGCAPTION',
-    'DETAILS', 'SUMMARY', 'MAIN', 'FORM', 'FIELDSET', 'ADDRESS', 'CAPTION', 'USER-QUERY', 'MODEL-RESPONSE',
-    'MESSAGE-CONTENT',
-  ]);
+    'DETAILS', 'SUMMARY', 'MAIN', 'FORM', 'FIELDSET', 'ADDRESS', 'CAPTION',
+  ];
+  let BLOCK = new Set(HTML_BLOCK);
   const PARA = new Set(['P', 'H1', 'H2', 'H3', 'H4', 'H5', 'H6', 'PRE', 'BLOCKQUOTE', 'UL', 'OL', 'DL', 'TABLE', 'HR']);
   const SKIP = new Set(['SCRIPT', 'STYLE', 'TEMPLATE', 'NOSCRIPT', 'svg', 'SVG', 'BUTTON', 'TEXTAREA', 'INPUT', 'SELECT']);
 
   function isPreformatted(el) {
     if (el.tagName === 'PRE') return true;
-    const cls = el.classList;
-    if (cls && (cls.contains('whitespace-pre-wrap') || cls.contains('whitespace-pre') || cls.contains('whitespace-break-spaces'))) return true;
+    // Sites that keep whitespace by class (registry `preformatted_selectors`), whether or not their CSS loaded.
+    if ((adapter.preformatted_selectors || []).some((sel) => safeMatches(el, sel))) return true;
     try {
       const ws = getComputedStyle(el).whiteSpace;
       return ws.startsWith('pre') || ws === 'break-spaces';
@@ -321,12 +324,7 @@
     const url = location.href;
     const { turns, streaming } = snapshot();
     if (turns.length > 0) {
-      const r = await send({
-        type: 'capture',
-        url,
-        title: document.title,
-        turns: turns.map(({ id, ...t }) => t),
-      });
+      const r = await send(M.make.capture(url, document.title, turns.map(({ id, ...t }) => t)));
       // Remember what the worker took into the pipeline only (not what it refused because capture was off).
       if (r && !r.error && r.state === 'capturing' && location.href === url) {
         for (const t of turns) sentText.set(t.id, t.text);
@@ -358,10 +356,11 @@
 
   async function hello() {
     const seq = ++helloSeq;
-    const r = await send({ type: 'hello', url: location.href });
+    const r = await send(M.make.hello(location.href));
     if (seq !== helloSeq || !r || r.error) return;
     adapter = r.surface || null;
     conversationId = r.conversation_id || null;
+    BLOCK = new Set([...HTML_BLOCK, ...((adapter && adapter.block_elements) || []).map((t) => String(t).toUpperCase())]);
     const was = state;
     state = r.state || 'off';
     // Turning capture back on re-reads the whole page: the worker's dedupe set drops what it already has.
@@ -401,7 +400,7 @@
   });
 
   chrome.runtime.onMessage.addListener((msg) => {
-    if (msg && msg.type === 'refresh') hello();
+    if (msg && msg.type === M.MSG.REFRESH) hello();
   });
 
   hello();

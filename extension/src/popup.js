@@ -10,6 +10,7 @@
 // controls are left alone, and a state older than the newest confirmed settings revision is ignored).
 
 const $ = (id) => document.getElementById(id);
+const M = globalThis.personkitMessages;
 
 const SEND_TIMEOUT_MS = 4000;
 const WRITE_ATTEMPTS = 4;
@@ -88,7 +89,7 @@ async function writeSettings(patch) {
   // The intent and the message both leave in this same task (the click's), so a popup closed right after the
   // click has already handed both to the browser; the worker removes the intent once applied and ignores
   // whichever of the two reaches it second (see the header comment).
-  const intentKey = `settingsIntent:${id}`;
+  const intentKey = `${M.INTENT_PREFIX}${id}`;
   const recording = chrome.storage.session.set({ [intentKey]: { patch, at: Date.now() } }).then(
     () => true,
     (e) => {
@@ -99,7 +100,7 @@ async function writeSettings(patch) {
   let reply = null;
   let error = null;
   try {
-    reply = await send({ type: 'setSettings', patch, intent: intentKey }, WRITE_ATTEMPTS);
+    reply = await send(M.make.setSettings(patch, intentKey), WRITE_ATTEMPTS);
     if (!reply || reply.error || !reply.settings) throw new Error((reply && reply.error) || 'unexpected reply');
   } catch (e) {
     error = e;
@@ -236,7 +237,7 @@ async function refresh() {
   if (refreshing) return;
   refreshing = true;
   try {
-    const s = await send({ type: 'popupState' }, 2, 20000);
+    const s = await send(M.make.popupState(), 2, 20000);
     if (s && !s.error && s.settings) render(s);
   } catch (e) {
     console.warn('personkit popup: state not available', e && e.message);
@@ -259,7 +260,7 @@ $('pair-button').addEventListener('click', async () => {
   // Pairing spends a one-time code: it is sent once (no retry), and a failure is shown.
   let r = null;
   try {
-    r = await sendOnce({ type: 'pair', relayUrl: $('relay-url').value.trim(), code: $('pair-code').value.trim() }, 30000);
+    r = await sendOnce(M.make.pair($('relay-url').value.trim(), $('pair-code').value.trim()), 30000);
   } catch (e) {
     r = { ok: false, error: `Pairing did not complete: ${e.message}` };
   }
@@ -284,7 +285,7 @@ $('save-patterns').addEventListener('click', async () => {
   const lines = $('patterns').value.split('\n');
   let r = null;
   try {
-    r = await send({ type: 'setPatterns', patterns: lines }, WRITE_ATTEMPTS);
+    r = await send(M.make.setPatterns(lines), WRITE_ATTEMPTS);
   } catch (e) {
     r = { error: e.message };
   }

@@ -45,10 +45,18 @@ fn main() {
             "turns": [{"role": "assistant", "text": text, "message_key": format!("k{i}")}],
             "device_id": "bench",
             "app_version": "bench",
-            "captured_at": "2026-11-22T10:00:00Z",
+            "now_ms": 1_795_341_600_000_u64,
+            "settings": {"enabled": {"browser-ext:chatgpt": true}},
         })
         .to_string();
-        sink += api::capture(&input).map(|s| s.len()).unwrap_or(0);
+        let out = api::capture(&input).unwrap_or_else(|e| panic!("capture failed: {e}"));
+        if i == 0 {
+            assert!(
+                out.contains("\"queued\":1"),
+                "the bench turn was not queued: {out}"
+            );
+        }
+        sink += out.len();
     }
     let core = t.elapsed().as_secs_f64() / n as f64;
     println!(

@@ -8,6 +8,7 @@
 pub mod capture;
 pub mod health;
 pub mod ids;
+pub mod time;
 pub mod wire;
 
 pub use ids::{content_hash, message_id, thread_id};

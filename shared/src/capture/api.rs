@@ -1,26 +1,36 @@
-//! The capture core's JSON-in/JSON-out entry points. `extension-wasm` wraps each in a one-line wasm-bindgen
-//! function; the worker keeps the returned state objects in `storage.local`.
+//! The capture core's JSON-in/JSON-out entry points: everything the extension's worker decides. `extension-wasm`
+//! wraps each in a one-line wasm-bindgen function; the worker reads the page's messages, the clock and storage,
+//! performs the HTTP requests, and keeps the state objects these functions hand back in `storage.local`.
 //!
-//! **API boundary:** the JSON shapes of these inputs and outputs are the contract with `extension/bg.js`.
+//! Each function reads one input object whose keys are listed in its doc comment; a key it does not know is an
+//! error naming that key (a misspelt key never silently becomes 0 or empty).
+//!
+//! **API boundary:** the JSON shapes of these inputs and outputs are the contract with `extension/src/bg.js`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use super::dedupe::SeenSet;
-use super::health::{self, HealthInput};
+use super::health::{self, SurfaceRow};
+use super::keyed::Keyed;
 use super::normalize::normalize;
+use super::policy::{self, CaptureState, SkipList, Stats};
 use super::queue::{Applied, Next, Outcome, QueueConfig, QueueState};
 use super::redact::{PatternError, Redactor};
 use super::registry::{self, Registry};
-use crate::wire::{self, ClientInfo, Role};
+use super::settings::{self, Settings};
+use crate::wire::{self, ClientInfo};
 
-/// Bad input to an API function (a bug in the caller, never user data).
+/// Bad input to an API function (a bug in the caller or a refused request, never a panic).
 #[derive(Debug, thiserror::Error)]
 pub enum ApiCallError {
     #[error("bad input JSON: {0}")]
     BadInput(#[from] serde_json::Error),
+    #[error("{0}")]
+    Refused(String),
 }
 
 type Result<T> = std::result::Result<T, ApiCallError>;
@@ -56,45 +66,18 @@ fn redactor(patterns: &[String]) -> Rc<Redactor> {
     })
 }
 
-/// Every entry point's input: one JSON object of which each function reads the fields its doc comment names.
-/// (One input type means one deserializer in the wasm, which keeps it small.)
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Call {
-    /// A page URL as the browser reports it for the sending tab (never as the page claims).
-    url: String,
-    /// Today's UTC date, `YYYY-MM-DD`.
-    day: String,
-    title: Option<String>,
-    text: String,
-    patterns: Vec<String>,
-    turns: Vec<RawTurn>,
-    device_id: String,
-    app_version: String,
-    /// RFC 3339 capture time.
-    captured_at: String,
-    queue: QueueState,
-    seen: SeenSet,
-    fast: bool,
-    now_ms: u64,
-    ids: Vec<u64>,
-    /// HTTP status of a POST, or 0 when the request did not complete (then `error` says why).
-    status: u16,
-    body: String,
-    retry_after_s: Option<u64>,
-    error: String,
-    enabled: bool,
-    local_accepted_ms: Option<u64>,
-    local_error_ms: Option<u64>,
-    relay_accepted_ms: Option<u64>,
-    relay_error_ms: Option<u64>,
-}
+/// Most redaction patterns the popup may save at once.
+pub const MAX_PATTERN_LINES: usize = 200;
 
-fn call(input: &str) -> Result<Call> {
+fn parse<'a, T: Deserialize<'a>>(input: &'a str) -> Result<T> {
     Ok(serde_json::from_str(input)?)
 }
 
-/// Every registered surface's registry entry, verbatim, as a JSON array (the popup reads id, name, status).
+fn millis(now_ms: u64) -> i64 {
+    i64::try_from(now_ms).unwrap_or(i64::MAX)
+}
+
+/// Every registered surface's registry entry, verbatim, as a JSON array.
 pub fn surfaces() -> Result<String> {
     let entries: Vec<&str> = Registry::builtin()
         .surfaces()
@@ -108,66 +91,240 @@ pub fn match_patterns() -> Result<String> {
     to_json(&Registry::builtin().match_patterns())
 }
 
-#[derive(Debug, Serialize)]
-struct AdapterOutput {
-    /// The registry entry, verbatim.
-    surface: Option<Box<serde_json::value::RawValue>>,
-    conversation_id: Option<String>,
-    thread_id: Option<String>,
+/// What `storage.local` held, each key as stored (absent on a fresh install, perhaps written by an older version).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadInput<'a> {
+    #[serde(borrow, default)]
+    settings: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    skipped: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    stats: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    patterns: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    active_patterns: Option<&'a RawValue>,
 }
 
-/// `{url, day}` → `{surface: <registry entry>|null, conversation_id, thread_id}`.
-pub fn adapter_for_url(input: &str) -> Result<String> {
-    let input = call(input)?;
-    let m = Registry::builtin().match_url(&input.url, &input.day);
-    let out = match m {
-        Some(m) => AdapterOutput {
-            thread_id: m.conversation_id.as_deref().map(|c| {
-                crate::ids::thread_id(&m.surface.id, c)
-                    .hyphenated()
-                    .to_string()
-            }),
-            surface: serde_json::value::RawValue::from_string(m.surface.raw.clone()).ok(),
-            conversation_id: m.conversation_id,
+#[derive(Debug, Serialize)]
+struct Loaded {
+    settings: Settings,
+    skipped: SkipList,
+    stats: Stats,
+    patterns: Vec<String>,
+    active_patterns: Vec<String>,
+}
+
+/// A stored value, or its default when it is absent or not of its type.
+fn stored<'a, T: Deserialize<'a> + Default>(raw: Option<&'a RawValue>) -> T {
+    raw.and_then(|r| serde_json::from_str(r.get()).ok())
+        .unwrap_or_default()
+}
+
+/// `{settings, skipped, stats, patterns, active_patterns}` as read from storage →
+/// the same keys with defaults for anything missing or unusable.
+pub fn load_state(input: &str) -> Result<String> {
+    let i: LoadInput = parse(input)?;
+    to_json(&Loaded {
+        settings: stored::<Settings>(i.settings).sanitised(),
+        skipped: stored(i.skipped),
+        stats: stored(i.stats),
+        patterns: stored(i.patterns),
+        active_patterns: stored(i.active_patterns),
+    })
+}
+
+/// The inputs of a content script's request: the page it speaks for and the user's choices.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PageInput {
+    /// The page URL whose origin the browser vouched for (never only what the page claims).
+    url: String,
+    now_ms: u64,
+    #[serde(default)]
+    settings: Settings,
+    #[serde(default)]
+    skipped: SkipList,
+}
+
+/// The page's surface, conversation and thread, and whether it is captured.
+#[derive(Debug, Serialize)]
+struct PageState<'a> {
+    /// The registry entry, verbatim (the content script reads its selectors).
+    surface: Option<&'a RawValue>,
+    conversation_id: Option<String>,
+    thread_id: Option<String>,
+    state: CaptureState,
+}
+
+fn page<'r>(
+    registry: &'r Registry,
+    i: &PageInput,
+) -> (Option<&'r registry::Surface>, PageState<'r>) {
+    let m = registry.match_url(&i.url, &crate::time::day(millis(i.now_ms)));
+    let surface = m.as_ref().map(|m| m.surface);
+    let conversation_id = m.and_then(|m| m.conversation_id);
+    let thread_id = surface
+        .zip(conversation_id.as_deref())
+        .map(|(s, c)| crate::ids::thread_id(&s.id, c).hyphenated().to_string());
+    let state = policy::capture_state(&i.settings, surface, thread_id.as_deref(), &i.skipped);
+    let raw = surface.and_then(|s| serde_json::from_str::<&RawValue>(&s.raw).ok());
+    (
+        surface,
+        PageState {
+            surface: raw,
+            conversation_id,
+            thread_id,
+            state,
         },
-        None => AdapterOutput {
-            surface: None,
-            conversation_id: None,
-            thread_id: None,
-        },
+    )
+}
+
+/// `{url, now_ms, settings, skipped}` → `{surface: <registry entry>|null, conversation_id, thread_id, state}`
+/// (`state`: `capturing | skipped | paused | off`).
+pub fn page_state(input: &str) -> Result<String> {
+    let i: PageInput = parse(input)?;
+    to_json(&page(Registry::builtin(), &i).1)
+}
+
+#[derive(Debug, Serialize)]
+struct Toggled {
+    state: CaptureState,
+    skipped: SkipList,
+    /// `skipped` changed: persist it.
+    changed: bool,
+}
+
+/// The badge was clicked: `{url, now_ms, settings, skipped}` → `{state, skipped, changed}`. Skips the page's
+/// conversation, or resumes it when it was skipped; a page without a conversation changes nothing.
+pub fn toggle_skip(input: &str) -> Result<String> {
+    let mut i: PageInput = parse(input)?;
+    let (surface, p) = page(Registry::builtin(), &i);
+    let Some(thread_id) = p.thread_id.filter(|_| surface.is_some()) else {
+        return to_json(&Toggled {
+            state: policy::capture_state(&i.settings, surface, None, &i.skipped),
+            skipped: i.skipped,
+            changed: false,
+        });
     };
-    to_json(&out)
+    i.skipped.toggle(&thread_id);
+    to_json(&Toggled {
+        state: policy::capture_state(&i.settings, surface, Some(&thread_id), &i.skipped),
+        skipped: i.skipped,
+        changed: true,
+    })
 }
 
 /// `["regex", ...]` → `[{index, pattern, message}]` of the invalid ones.
 pub fn validate_patterns(input: &str) -> Result<String> {
-    let patterns: Vec<String> = serde_json::from_str(input)?;
-    let errors: Vec<PatternError> = Redactor::new(&patterns).1;
-    to_json(&errors)
+    let patterns: Vec<String> = parse(input)?;
+    to_json(&Redactor::new(&patterns).1)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatternsInput {
+    patterns: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct PatternsOutput {
+    /// The non-empty lines, trimmed (stored as `patterns`).
+    patterns: Vec<String>,
+    /// The lines the core compiled (stored as `activePatterns`: only these reach the capture path).
+    active: Vec<String>,
+    errors: Vec<PatternError>,
+}
+
+/// The popup saved its redaction box: `{patterns: [line, ...]}` → `{patterns, active, errors}`.
+pub fn set_patterns(input: &str) -> Result<String> {
+    let i: PatternsInput = parse(input)?;
+    if i.patterns.len() > MAX_PATTERN_LINES {
+        return Err(ApiCallError::Refused(format!(
+            "{} pattern lines, more than {MAX_PATTERN_LINES}",
+            i.patterns.len()
+        )));
+    }
+    let patterns: Vec<String> = i
+        .patterns
+        .iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let errors = Redactor::new(&patterns).1;
+    let active = patterns
+        .iter()
+        .enumerate()
+        .filter(|(n, _)| !errors.iter().any(|e| e.index == *n))
+        .map(|(_, p)| p.clone())
+        .collect();
+    to_json(&PatternsOutput {
+        patterns,
+        active,
+        errors,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RedactInput {
+    text: String,
+    #[serde(default)]
+    patterns: Vec<String>,
 }
 
 /// `{text, patterns}` → the redacted text (as a JSON string).
 pub fn redact(input: &str) -> Result<String> {
-    let input = call(input)?;
-    to_json(&redactor(&input.patterns).redact(&input.text))
+    let i: RedactInput = parse(input)?;
+    to_json(&redactor(&i.patterns).redact(&i.text))
 }
 
-/// One turn as the content script read it from the page.
-#[derive(Debug, Clone, Deserialize)]
-pub struct RawTurn {
-    pub role: Role,
-    pub text: String,
+pub use policy::RawTurn;
+
+/// A content script's snapshot of turns and everything needed to queue it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaptureInput<'a> {
+    /// The page URL whose origin the browser vouched for.
+    url: String,
     #[serde(default)]
-    pub message_key: Option<String>,
-    /// The raw value of the surface's ordinal attribute, if the surface has an ordinal rule.
+    title: Option<String>,
+    /// As the content script sent them: checked here against the limits in [`policy`].
+    #[serde(borrow)]
+    turns: &'a RawValue,
+    /// The capture time.
+    now_ms: u64,
     #[serde(default)]
-    pub ordinal_raw: Option<String>,
+    settings: Settings,
+    #[serde(default)]
+    skipped: SkipList,
+    #[serde(default)]
+    stats: Stats,
+    /// The user's valid redaction patterns.
+    #[serde(default)]
+    patterns: Vec<String>,
+    device_id: String,
+    app_version: String,
+    #[serde(default)]
+    queue: QueueState,
+    #[serde(default)]
+    seen: SeenSet,
+    #[serde(default)]
+    fast: bool,
 }
 
-#[derive(Debug, Serialize, Default)]
+#[derive(Debug, Serialize)]
 struct CaptureOutput {
+    /// Why the message was refused (the worker answers `invalid_message`); nothing else is set then.
+    invalid: Option<String>,
+    state: CaptureState,
     queue: QueueState,
     seen: SeenSet,
+    stats: Stats,
+    /// `queue`, `seen` and `stats` changed: persist them before answering.
+    changed: bool,
     surface: Option<String>,
     thread_id: Option<String>,
     /// Turns newly queued.
@@ -183,49 +340,81 @@ struct CaptureOutput {
     queue_length: usize,
 }
 
-/// Normalise, redact, hash, dedupe and queue one snapshot of turns. See [`CaptureInput`] and [`CaptureOutput`].
+/// A content script's snapshot: `{url, title, turns: [{role, text, message_key, ordinal_raw}], now_ms, settings,
+/// skipped, stats, patterns, device_id, app_version, queue, seen, fast}` → `{invalid, state, queue, seen, stats,
+/// changed, surface, thread_id, queued, already_seen, dropped_empty, dropped_invalid, overflowed, near_full,
+/// queue_length}`. Checks the turns, then the capture policy; while capturing it normalises, redacts, hashes,
+/// dedupes and queues them and counts them in the stats.
 pub fn capture(input: &str) -> Result<String> {
-    to_json(&capture_inner(call(input)?))
+    to_json(&capture_inner(parse(input)?))
 }
 
-fn capture_inner(input: Call) -> CaptureOutput {
+fn capture_inner(input: CaptureInput) -> CaptureOutput {
     let cfg = config(input.fast);
+    let registry = Registry::builtin();
     let mut out = CaptureOutput {
+        invalid: None,
+        state: CaptureState::Off,
+        queue_length: input.queue.len(),
         queue: input.queue,
         seen: input.seen,
-        ..CaptureOutput::default()
+        stats: input.stats,
+        changed: false,
+        surface: None,
+        thread_id: None,
+        queued: 0,
+        already_seen: 0,
+        dropped_empty: 0,
+        dropped_invalid: 0,
+        overflowed: 0,
+        near_full: false,
     };
-    let registry = Registry::builtin();
-    let Some(m) = registry.match_url(&input.url, &input.day) else {
-        out.queue_length = out.queue.len();
+    let turns = match policy::parse_turns(input.turns.get()) {
+        Ok(t) => t,
+        Err(e) => {
+            out.invalid = Some(e);
+            return out;
+        }
+    };
+    let Some(m) = registry.match_url(&input.url, &crate::time::day(millis(input.now_ms))) else {
         return out;
     };
     let surface = m.surface.id.clone();
     out.surface = Some(surface.clone());
     let Some(conversation_id) = m.conversation_id else {
-        out.queue_length = out.queue.len();
         return out;
     };
     let thread_id = crate::ids::thread_id(&surface, &conversation_id)
         .hyphenated()
         .to_string();
     out.thread_id = Some(thread_id.clone());
+    out.state = policy::capture_state(
+        &input.settings,
+        Some(m.surface),
+        Some(&thread_id),
+        &input.skipped,
+    );
+    if out.state != CaptureState::Capturing {
+        return out;
+    }
     let red = redactor(&input.patterns);
     let url = registry::clean_url(&input.url);
     let title = input
         .title
         .as_deref()
-        .map(|t| red.redact(&normalize(t)))
+        .map(|t| truncate_bytes(t, policy::MAX_RAW_TITLE_BYTES))
+        .map(|t| red.redact(&normalize(&t)))
         .filter(|t| !t.is_empty())
         .map(|t| truncate_bytes(&t, wire::MAX_FIELD_BYTES));
     let client = ClientInfo {
         app_version: input.app_version,
         device_id: input.device_id,
     };
+    let captured_at = crate::time::rfc3339(millis(input.now_ms));
     let mut fresh = Vec::new();
     let mut keys = Vec::new();
     let mut in_snapshot: Vec<String> = Vec::new();
-    for turn in input.turns {
+    for turn in turns {
         let text = red.redact(&normalize(
             &registry.strip_lines(&surface, &normalize(&turn.text)),
         ));
@@ -248,7 +437,7 @@ fn capture_inner(input: Call) -> CaptureOutput {
             &text,
             ordinal,
             message_key.as_deref(),
-            &input.captured_at,
+            &captured_at,
             client.clone(),
         );
         obs.url = url.clone();
@@ -276,6 +465,7 @@ fn capture_inner(input: Call) -> CaptureOutput {
     out.overflowed = enq.overflowed;
     out.near_full = enq.near_full;
     out.queue_length = out.queue.len();
+    out.changed = out.stats.on_capture(&surface, out.queued, out.overflowed);
     out
 }
 
@@ -290,51 +480,215 @@ fn truncate_bytes(s: &str, max: usize) -> String {
     s[..end].to_owned()
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NextBatchInput {
+    #[serde(default)]
+    queue: QueueState,
+    now_ms: u64,
+    #[serde(default)]
+    fast: bool,
+}
+
 /// `{queue, now_ms, fast}` → `{action: send, ids, body} | {action: wait, ms} | {action: idle} | {action: sign_in_required}`.
 pub fn next_batch(input: &str) -> Result<String> {
-    let input = call(input)?;
-    let next: Next = input.queue.next_batch(input.now_ms, &config(input.fast));
+    let i: NextBatchInput = parse(input)?;
+    let next: Next = i.queue.next_batch(i.now_ms, &config(i.fast));
     to_json(&next)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutcomeInput {
+    #[serde(default)]
+    queue: QueueState,
+    #[serde(default)]
+    stats: Stats,
+    ids: Vec<u64>,
+    /// HTTP status of the POST, or 0 when the request did not complete (then `error` says why).
+    status: u16,
+    #[serde(default)]
+    body: String,
+    /// The `Retry-After` header as received; only its delay-seconds form is used.
+    #[serde(default)]
+    retry_after: Option<String>,
+    #[serde(default)]
+    error: String,
+    now_ms: u64,
+    #[serde(default)]
+    fast: bool,
 }
 
 #[derive(Debug, Serialize)]
 struct OutcomeOutput {
     queue: QueueState,
+    stats: Stats,
     applied: Applied,
     queue_length: usize,
 }
 
-/// `{queue, ids, status, body, retry_after_s, error, now_ms, fast}` (status 0: the request did not complete)
-/// → `{queue, applied: {wipe_token, acknowledged, rejected, retry_in_ms}, queue_length}`.
+/// `{queue, stats, ids, status, body, retry_after, error, now_ms, fast}` (status 0: the request did not
+/// complete) → `{queue, stats, applied: {wipe_token, acknowledged, rejected, retry_in_ms}, queue_length}`.
 pub fn on_outcome(input: &str) -> Result<String> {
-    let mut input = call(input)?;
-    let outcome = if input.status == 0 {
+    let mut i: OutcomeInput = parse(input)?;
+    let outcome = if i.status == 0 {
         Outcome::Network {
-            message: std::mem::take(&mut input.error),
+            message: std::mem::take(&mut i.error),
         }
     } else {
         Outcome::Http {
-            status: input.status,
-            body: std::mem::take(&mut input.body),
-            retry_after_s: input.retry_after_s,
+            status: i.status,
+            body: std::mem::take(&mut i.body),
+            retry_after_s: i.retry_after.as_deref().and_then(|h| h.trim().parse().ok()),
         }
     };
-    let applied = input
+    let applied = i
         .queue
-        .on_outcome(&input.ids, &outcome, input.now_ms, &config(input.fast));
-    let queue_length = input.queue.len();
+        .on_outcome(&i.ids, &outcome, i.now_ms, &config(i.fast));
+    i.stats.on_outcome(&applied, i.now_ms);
+    let queue_length = i.queue.len();
     to_json(&OutcomeOutput {
-        queue: input.queue,
+        queue: i.queue,
+        stats: i.stats,
         applied,
         queue_length,
     })
 }
 
-/// `{queue}` → the queue after a successful pairing (sending allowed again, right away).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PairInput {
+    /// What the user typed (empty: the relay in the settings).
+    #[serde(default)]
+    relay_url: String,
+    code: String,
+    #[serde(default)]
+    settings: Settings,
+    /// The browser's user agent (names the device on the relay).
+    #[serde(default)]
+    user_agent: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum PairRequest {
+    Send { relay: String, body: String },
+    Refused { error: &'static str },
+}
+
+#[derive(Debug, Serialize)]
+struct PairBody<'a> {
+    code: &'a str,
+    device_name: &'a str,
+}
+
+/// The popup's Pair button: `{relay_url, code, settings, user_agent}` → `{relay, body}` (the origin to POST
+/// `/v1/pair` to, and the body to send) or `{error}` for the user.
+pub fn pair_request(input: &str) -> Result<String> {
+    let i: PairInput = parse(input)?;
+    let typed = i.relay_url.trim();
+    let relay = settings::relay_origin(if typed.is_empty() {
+        &i.settings.relay_url
+    } else {
+        typed
+    });
+    let code = i.code.trim();
+    to_json(&match relay {
+        None => PairRequest::Refused {
+            error: "Enter the relay URL, e.g. http://127.0.0.1:8787",
+        },
+        Some(_) if code.is_empty() || code.len() > 64 => PairRequest::Refused {
+            error: "Enter the pairing code that `personkit pair` printed",
+        },
+        Some(relay) => PairRequest::Send {
+            relay,
+            body: to_json(&PairBody {
+                code,
+                device_name: if i.user_agent.contains("Firefox") {
+                    "browser Firefox"
+                } else {
+                    "browser Chromium"
+                },
+            })?,
+        },
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PairResponseInput {
+    status: u16,
+    /// The response body as received.
+    #[serde(default)]
+    body: String,
+}
+
+/// The part of the relay's pairing answer the extension keeps.
+#[derive(Debug, Deserialize)]
+struct Token {
+    token: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum PairResult {
+    Paired { token: String },
+    Failed { error: String },
+}
+
+/// The relay answered `/v1/pair`: `{status, body}` → `{token}`, or `{error}` for the user (the relay's
+/// `{code, message, hint}` when it sent one).
+pub fn pair_response(input: &str) -> Result<String> {
+    let i: PairResponseInput = parse(input)?;
+    if (200..300).contains(&i.status)
+        && let Ok(t) = serde_json::from_str::<Token>(&i.body)
+    {
+        return to_json(&PairResult::Paired { token: t.token });
+    }
+    let error = match serde_json::from_str::<wire::ApiError>(&i.body) {
+        Ok(e) => format!("Pairing failed: {}. {}", e.message, e.hint),
+        Err(_) => format!("Pairing failed: HTTP {}.", i.status),
+    };
+    to_json(&PairResult::Failed { error })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PairedInput {
+    #[serde(default)]
+    queue: QueueState,
+    #[serde(default)]
+    settings: Settings,
+    /// The relay origin that issued the token.
+    relay: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Paired {
+    queue: QueueState,
+    settings: Settings,
+}
+
+/// `{queue, settings, relay}` → `{queue, settings}` after a successful pairing with `relay`: sending is allowed
+/// again, right away, and the settings name that relay.
 pub fn on_paired(input: &str) -> Result<String> {
-    let mut input = call(input)?;
-    input.queue.on_paired();
-    to_json(&input.queue)
+    let mut i: PairedInput = parse(input)?;
+    let relay = settings::relay_origin(&i.relay)
+        .ok_or_else(|| ApiCallError::Refused(format!("`{}` is not a relay origin", i.relay)))?;
+    i.queue.on_paired();
+    to_json(&Paired {
+        queue: i.queue,
+        settings: i.settings.paired_with(&relay),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SummaryInput {
+    #[serde(default)]
+    queue: QueueState,
+    #[serde(default)]
+    fast: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -347,31 +701,132 @@ struct QueueSummary {
     last_error: Option<super::queue::LastError>,
 }
 
-/// `{queue, fast}` → `{queue_length, held, sent, near_full, sign_in_required, last_error}`.
-pub fn queue_summary(input: &str) -> Result<String> {
-    let input = call(input)?;
-    let q = &input.queue;
-    to_json(&QueueSummary {
+fn summary(q: &QueueState, fast: bool) -> QueueSummary {
+    QueueSummary {
         queue_length: q.len(),
         held: q.held.len(),
         sent: q.sent,
-        near_full: q.near_full(&config(input.fast)),
+        near_full: q.near_full(&config(fast)),
         sign_in_required: q.auth == super::queue::Auth::SignInRequired,
         last_error: q.last_error.clone(),
+    }
+}
+
+/// `{queue, fast}` → `{queue_length, held, sent, near_full, sign_in_required, last_error}`.
+pub fn queue_summary(input: &str) -> Result<String> {
+    let i: SummaryInput = parse(input)?;
+    to_json(&summary(&i.queue, i.fast))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PopupInput {
+    now_ms: u64,
+    #[serde(default)]
+    settings: Settings,
+    #[serde(default)]
+    stats: Stats,
+    #[serde(default)]
+    queue: QueueState,
+    #[serde(default)]
+    fast: bool,
+    #[serde(default)]
+    patterns: Vec<String>,
+    /// A device token is held.
+    paired: bool,
+    /// The relay's `GET /v1/me/capture-health` body as received (`null`: not paired, or no answer).
+    #[serde(default)]
+    relay_health: Option<String>,
+}
+
+/// What the popup shows (camelCase: popup.js reads it as it is).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PopupState {
+    settings: Settings,
+    paired: bool,
+    sign_in_required: bool,
+    queue_length: usize,
+    held: usize,
+    sent: u64,
+    near_full: bool,
+    last_error: Option<super::queue::LastError>,
+    relay_reachable: bool,
+    patterns: Vec<String>,
+    pattern_errors: Vec<PatternError>,
+    surfaces: Vec<SurfaceRow>,
+}
+
+/// `{now_ms, settings, stats, queue, fast, patterns, paired, relay_health}` → the popup's state: settings, pairing
+/// (`signInRequired` after a 401, or once paired and the token is gone), the queue's counts, the pattern errors,
+/// and one row per surface with its traffic light (see [`health::surface_rows`]).
+pub fn popup_state(input: &str) -> Result<String> {
+    let i: PopupInput = parse(input)?;
+    let relay = i
+        .relay_health
+        .as_deref()
+        .and_then(health::parse_relay_health);
+    let q = summary(&i.queue, i.fast);
+    to_json(&PopupState {
+        paired: i.paired,
+        sign_in_required: q.sign_in_required || (!i.paired && i.settings.ever_paired),
+        queue_length: q.queue_length,
+        held: q.held,
+        sent: q.sent,
+        near_full: q.near_full,
+        last_error: q.last_error,
+        relay_reachable: relay.is_some(),
+        pattern_errors: Redactor::new(&i.patterns).1,
+        surfaces: health::surface_rows(
+            Registry::builtin(),
+            &i.settings,
+            &i.stats,
+            relay.as_ref(),
+            i.now_ms,
+        ),
+        patterns: i.patterns,
+        settings: i.settings,
     })
 }
 
-/// `{now_ms, enabled, local_accepted_ms, local_error_ms, relay_accepted_ms, relay_error_ms}` → `"green"|...`.
-pub fn health_light(input: &str) -> Result<String> {
-    let c = call(input)?;
-    to_json(&health::light(&HealthInput {
-        now_ms: c.now_ms,
-        enabled: c.enabled,
-        local_accepted_ms: c.local_accepted_ms,
-        local_error_ms: c.local_error_ms,
-        relay_accepted_ms: c.relay_accepted_ms,
-        relay_error_ms: c.relay_error_ms,
-    }))
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IntentsInput<'a> {
+    #[serde(default)]
+    settings: Settings,
+    /// The whole `storage.session` area.
+    #[serde(borrow, default)]
+    session: Keyed<&'a RawValue>,
+    /// The key of a messaged intent, with its patch.
+    #[serde(default)]
+    intent: Option<String>,
+    #[serde(borrow, default)]
+    patch: Option<&'a RawValue>,
+    now_ms: u64,
+}
+
+/// `{settings, session, intent, patch, now_ms}` → `{settings, processed, changed, applied, remove, error,
+/// ignored}`: every intent recorded in `session` and the messaged one applied once, oldest first (see
+/// [`settings::apply_intents`]). Persist `settings` when `changed`; write `applied` as `settingsApplied` and
+/// delete `remove` when `processed`; report `error` to the sender of the message.
+pub fn apply_intents(input: &str) -> Result<String> {
+    let i: IntentsInput = parse(input)?;
+    let extra = match (&i.intent, i.patch) {
+        (Some(k), Some(p)) => Some((k.as_str(), p)),
+        (None, None) => None,
+        _ => {
+            return Err(ApiCallError::Refused(
+                "`intent` and `patch` come together".into(),
+            ));
+        }
+    };
+    to_json(&settings::apply_intents(
+        &i.settings,
+        &i.session,
+        extra,
+        i.now_ms,
+        Registry::builtin(),
+    ))
 }
 
 /// The flush delay (ms) the worker waits after an enqueue.
@@ -385,8 +840,15 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
+    /// 2026-11-22T10:00:00.000Z.
+    const NOW: u64 = 1_795_341_600_000;
+
     fn call(f: fn(&str) -> Result<String>, v: Value) -> Value {
         serde_json::from_str(&f(&v.to_string()).unwrap()).unwrap()
+    }
+
+    fn chatgpt_on() -> Value {
+        json!({"enabled": {"browser-ext:chatgpt": true}})
     }
 
     fn snapshot(turns: Value, queue: Value, seen: Value) -> Value {
@@ -397,7 +859,8 @@ mod tests {
             "patterns": ["ACME-\\d+", "(bad"],
             "device_id": "dev-1",
             "app_version": "0.1.0",
-            "captured_at": "2026-11-22T10:00:00.000Z",
+            "now_ms": NOW,
+            "settings": chatgpt_on(),
             "queue": queue,
             "seen": seen,
         })
@@ -412,9 +875,12 @@ mod tests {
             {"role": "assistant", "text": "  \n Copy code \n"},
         ]);
         let out = call(capture, snapshot(turns.clone(), json!({}), json!({})));
+        assert_eq!(out["state"], "capturing");
         assert_eq!(out["queued"], 2);
         assert_eq!(out["dropped_empty"], 1);
         assert_eq!(out["queue_length"], 2);
+        assert_eq!(out["changed"], true);
+        assert_eq!(out["stats"]["browser-ext:chatgpt"]["captured"], 2);
         let items = out["queue"]["items"].as_array().unwrap();
         let first: Value = serde_json::from_str(items[0]["json"].as_str().unwrap()).unwrap();
         let first = &first;
@@ -427,6 +893,7 @@ mod tests {
         assert_eq!(first["url"], "https://chatgpt.com/c/abc-1");
         assert_eq!(first["source_surface"], "browser-ext:chatgpt");
         assert_eq!(first["conversation_id"], "abc-1");
+        assert_eq!(first["turn"]["captured_at"], "2026-11-22T10:00:00.000Z");
         // The one hash and thread-id functions were used: the relay's validation accepts the item.
         wire::parse_observation(first).unwrap();
         let second: Value = serde_json::from_str(items[1]["json"].as_str().unwrap()).unwrap();
@@ -440,6 +907,7 @@ mod tests {
         assert_eq!(again["queued"], 0);
         assert_eq!(again["already_seen"], 2);
         assert_eq!(again["queue_length"], 2);
+        assert_eq!(again["changed"], false);
         // An edited turn at the same key is new content: queued.
         let edited = json!([{"role": "assistant", "text": "Noted, changed.", "message_key": "m2"}]);
         let e = call(
@@ -457,11 +925,133 @@ mod tests {
             json!({}),
         );
         input["url"] = json!("https://chatgpt.com/");
-        assert_eq!(call(capture, input.clone())["queued"], 0);
+        let out = call(capture, input.clone());
+        assert_eq!(out["queued"], 0);
+        assert_eq!(out["state"], "off");
         input["url"] = json!("https://evil.example/c/abc");
         let out = call(capture, input);
         assert_eq!(out["queued"], 0);
         assert_eq!(out["surface"], Value::Null);
+    }
+
+    #[test]
+    fn capture_follows_the_policy() {
+        let turns = json!([{"role": "user", "text": "hi"}]);
+        let mut input = snapshot(turns, json!({}), json!({}));
+        input["settings"] = json!({});
+        let off = call(capture, input.clone());
+        assert_eq!(
+            (off["state"].as_str(), off["queued"].as_u64()),
+            (Some("off"), Some(0))
+        );
+        assert_eq!(off["changed"], false);
+        input["settings"] = json!({"enabled": {"browser-ext:chatgpt": true}, "killSwitch": true});
+        assert_eq!(call(capture, input.clone())["state"], "paused");
+        input["settings"] = chatgpt_on();
+        let page = call(
+            page_state,
+            json!({"url": input["url"], "now_ms": NOW, "settings": chatgpt_on()}),
+        );
+        input["skipped"] = json!([page["thread_id"]]);
+        let skipped = call(capture, input.clone());
+        assert_eq!(
+            (skipped["state"].as_str(), skipped["queued"].as_u64()),
+            (Some("skipped"), Some(0))
+        );
+        input["skipped"] = json!(["another-thread"]);
+        assert_eq!(call(capture, input)["queued"], 1);
+    }
+
+    #[test]
+    fn capture_refuses_turns_beyond_the_limits_and_changes_nothing() {
+        let queued = call(
+            capture,
+            snapshot(
+                json!([{"role": "user", "text": "kept"}]),
+                json!({}),
+                json!({}),
+            ),
+        );
+        let too_long = "x".repeat(policy::MAX_RAW_TEXT_BYTES + 1);
+        for (turns, why) in [
+            (json!([{"role": "user", "text": too_long}]), "text"),
+            (json!([{"role": "moderator", "text": "x"}]), "moderator"),
+            (json!([{"role": "user", "text": "x", "extra": 1}]), "extra"),
+            (json!("not a list"), "turns"),
+        ] {
+            let out = call(
+                capture,
+                snapshot(turns, queued["queue"].clone(), queued["seen"].clone()),
+            );
+            let invalid = out["invalid"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{why}: accepted"));
+            assert!(invalid.contains(why), "{invalid}");
+            assert_eq!(out["queued"], 0);
+            assert_eq!(out["changed"], false);
+            assert_eq!(out["queue"], queued["queue"]);
+        }
+    }
+
+    #[test]
+    fn page_state_and_the_skip_toggle() {
+        let url = "https://claude.ai/chat/abc";
+        let settings = json!({"enabled": {"browser-ext:claude": true}});
+        let a = call(
+            page_state,
+            json!({"url": url, "now_ms": NOW, "settings": settings}),
+        );
+        assert_eq!(a["surface"]["id"], "browser-ext:claude");
+        assert_eq!(a["conversation_id"], "abc");
+        assert_eq!(
+            a["thread_id"],
+            crate::ids::thread_id("browser-ext:claude", "abc").to_string()
+        );
+        assert_eq!(a["state"], "capturing");
+        assert!(
+            !a["surface"]["streaming_markers"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
+        let skip = call(
+            toggle_skip,
+            json!({"url": url, "now_ms": NOW, "settings": settings}),
+        );
+        assert_eq!(
+            (skip["state"].as_str(), skip["changed"].as_bool()),
+            (Some("skipped"), Some(true))
+        );
+        assert_eq!(skip["skipped"], json!([a["thread_id"]]));
+        let other = call(
+            page_state,
+            json!({"url": "https://claude.ai/chat/def", "now_ms": NOW, "settings": settings,
+            "skipped": skip["skipped"]}),
+        );
+        assert_eq!(
+            other["state"], "capturing",
+            "only the skipped conversation is skipped"
+        );
+        let resume = call(
+            toggle_skip,
+            json!({"url": url, "now_ms": NOW, "settings": settings, "skipped": skip["skipped"]}),
+        );
+        assert_eq!(resume["state"], "capturing");
+        assert_eq!(resume["skipped"], json!([]));
+        let no_conv = call(
+            toggle_skip,
+            json!({"url": "https://claude.ai/new", "now_ms": NOW, "settings": settings}),
+        );
+        assert_eq!(
+            (no_conv["state"].as_str(), no_conv["changed"].as_bool()),
+            (Some("capturing"), Some(false))
+        );
+        let none = call(
+            page_state,
+            json!({"url": "https://example.com/", "now_ms": NOW}),
+        );
+        assert_eq!(none["surface"], Value::Null);
+        assert_eq!(none["state"], "off");
     }
 
     #[test]
@@ -481,10 +1071,30 @@ mod tests {
         let resp = json!({"stored": 1, "duplicate": 0, "rejected": 0, "results": [{"index": 0, "status": "stored"}]});
         let done = call(
             on_outcome,
-            json!({"queue": out["queue"], "ids": next["ids"], "now_ms": 2, "status": 200, "body": resp.to_string()}),
+            json!({"queue": out["queue"], "stats": out["stats"], "ids": next["ids"], "now_ms": 2, "status": 200,
+                   "body": resp.to_string()}),
         );
         assert_eq!(done["queue_length"], 0);
         assert_eq!(done["applied"]["acknowledged"][0][0], "browser-ext:chatgpt");
+        let st = &done["stats"]["browser-ext:chatgpt"];
+        assert_eq!(
+            (st["captured"].as_u64(), st["accepted"].as_u64()),
+            (Some(1), Some(1))
+        );
+        assert_eq!(st["lastAcceptedMs"], 2);
+        // A 429 with Retry-After (delay-seconds) waits that long; an HTTP-date form is not used.
+        let next = call(next_batch, json!({"queue": out["queue"], "now_ms": 10}));
+        let busy = |retry_after: Value| {
+            call(
+                on_outcome,
+                json!({"queue": out["queue"], "ids": next["ids"], "now_ms": 10, "status": 429,
+                "body": "", "retry_after": retry_after}),
+            )["applied"]["retry_in_ms"]
+                .clone()
+        };
+        assert_eq!(busy(json!(" 7 ")), json!(7000));
+        assert_ne!(busy(json!("Wed, 21 Oct 2026 07:28:00 GMT")), json!(7000));
+        assert_eq!(busy(json!(null)), busy(json!("soon")));
         let s = call(queue_summary, json!({"queue": done["queue"]}));
         assert_eq!(s["sent"], 1);
         assert_eq!(
@@ -494,32 +1104,20 @@ mod tests {
     }
 
     #[test]
-    fn adapter_and_patterns_and_health() {
-        let a = call(
-            adapter_for_url,
-            json!({"url": "https://claude.ai/chat/abc"}),
-        );
-        assert_eq!(a["surface"]["id"], "browser-ext:claude");
-        assert_eq!(a["conversation_id"], "abc");
-        assert_eq!(
-            a["thread_id"],
-            crate::ids::thread_id("browser-ext:claude", "abc").to_string()
-        );
-        assert!(
-            !a["surface"]["streaming_markers"]
-                .as_array()
-                .unwrap()
-                .is_empty()
-        );
-        let none = call(adapter_for_url, json!({"url": "https://example.com/"}));
-        assert_eq!(none["surface"], Value::Null);
+    fn patterns_redaction_and_registry() {
         let errs = call(validate_patterns, json!(["ok", "(bad", "[z-a]"]));
         assert_eq!(errs.as_array().unwrap().len(), 2);
         assert_eq!(errs[0]["index"], 1);
-        assert_eq!(
-            call(health_light, json!({"now_ms": 10, "enabled": false})),
-            json!("off")
+        let saved = call(
+            set_patterns,
+            json!({"patterns": ["  ok ", "", "(bad", "ACME-\\d+"]}),
         );
+        assert_eq!(saved["patterns"], json!(["ok", "(bad", "ACME-\\d+"]));
+        assert_eq!(saved["active"], json!(["ok", "ACME-\\d+"]));
+        assert_eq!(saved["errors"][0]["index"], 1);
+        let many: Vec<String> = (0..=MAX_PATTERN_LINES).map(|i| format!("p{i}")).collect();
+        let e = set_patterns(&json!({"patterns": many}).to_string()).unwrap_err();
+        assert!(e.to_string().contains("pattern lines"), "{e}");
         assert_eq!(
             call(redact, json!({"text": "sk-abcdefghijklmnop1234"})),
             json!("[REDACTED:openai_key]")
@@ -527,6 +1125,195 @@ mod tests {
         let s: Vec<Value> = serde_json::from_str(&surfaces().unwrap()).unwrap();
         assert!(s.len() >= 4);
         assert!(match_patterns().unwrap().contains("https://chatgpt.com/*"));
+    }
+
+    #[test]
+    fn popup_state_reads_the_relay_body_with_the_wire_types() {
+        let health = json!({"generated_at": "2026-11-22T10:00:00.000Z", "surfaces": [
+            {"surface": "browser-ext:chatgpt", "status": "green", "last_accepted_at": "2026-11-22T09:59:00.000Z",
+             "turns_24h": 4, "threads_24h": 1, "last_error": null}]});
+        let base = json!({"now_ms": NOW, "settings": chatgpt_on(), "paired": true,
+            "patterns": ["ok", "(bad"], "relay_health": health.to_string()});
+        let s = call(popup_state, base.clone());
+        assert_eq!(s["relayReachable"], true);
+        assert_eq!(s["signInRequired"], false);
+        assert_eq!(s["queueLength"], 0);
+        assert_eq!(s["patternErrors"][0]["index"], 1);
+        assert_eq!(s["settings"]["enabled"]["browser-ext:chatgpt"], true);
+        let row = |s: &Value, id: &str| {
+            s["surfaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["id"] == id)
+                .unwrap()
+                .clone()
+        };
+        let chatgpt = row(&s, "browser-ext:chatgpt");
+        assert_eq!(
+            (chatgpt["light"].as_str(), chatgpt["turns_24h"].as_u64()),
+            (Some("green"), Some(4))
+        );
+        assert_eq!(chatgpt["enabled"], true);
+        assert_eq!(row(&s, "browser-ext:claude")["light"], "off");
+        // A body that is not the relay's wire type is no relay view: the light falls back to local stats.
+        let mut bad = base.clone();
+        bad["relay_health"] = json!(r#"{"surfaces": "nope"}"#);
+        let s = call(popup_state, bad);
+        assert_eq!(s["relayReachable"], false);
+        assert_eq!(row(&s, "browser-ext:chatgpt")["light"], "red");
+        // Paired once, token gone: sign in again.
+        let mut gone = base;
+        gone["paired"] = json!(false);
+        gone["settings"]["everPaired"] = json!(true);
+        assert_eq!(call(popup_state, gone)["signInRequired"], true);
+        assert_eq!(
+            call(popup_state, json!({"now_ms": 1, "paired": false}))["signInRequired"],
+            false
+        );
+    }
+
+    #[test]
+    fn state_loaded_from_storage_gets_defaults() {
+        let fresh = call(load_state, json!({}));
+        assert_eq!(fresh["settings"]["relayUrl"], settings::DEFAULT_RELAY);
+        assert_eq!(fresh["settings"]["rev"], 0);
+        assert_eq!(fresh["skipped"], json!([]));
+        let odd = call(
+            load_state,
+            json!({"settings": {"relayUrl": "http://127.0.0.1:9/x", "rev": 4},
+            "skipped": "nope", "stats": [], "patterns": ["a"], "active_patterns": null}),
+        );
+        assert_eq!(odd["settings"]["relayUrl"], "http://127.0.0.1:9");
+        assert_eq!(odd["settings"]["rev"], 4);
+        assert_eq!(odd["skipped"], json!([]));
+        assert_eq!(odd["stats"], json!({}));
+        assert_eq!(odd["patterns"], json!(["a"]));
+        assert_eq!(odd["active_patterns"], json!([]));
+    }
+
+    #[test]
+    fn pairing_checks_its_input_and_updates_settings_and_queue() {
+        let ok = call(
+            pair_request,
+            json!({"relay_url": " http://127.0.0.1:8787/ ", "code": " ABCD-EFGH ",
+                   "user_agent": "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"}),
+        );
+        assert_eq!(ok["relay"], "http://127.0.0.1:8787");
+        let body: Value = serde_json::from_str(ok["body"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({"code": "ABCD-EFGH", "device_name": "browser Firefox"})
+        );
+        let from_settings = call(
+            pair_request,
+            json!({"code": "x", "settings": {"relayUrl": "http://localhost:9"}}),
+        );
+        assert_eq!(from_settings["relay"], "http://localhost:9");
+        assert!(
+            call(pair_request, json!({"relay_url": "ftp://x", "code": "x"}))["error"]
+                .as_str()
+                .unwrap()
+                .contains("relay URL")
+        );
+        assert!(
+            call(pair_request, json!({"code": "  "}))["error"]
+                .as_str()
+                .unwrap()
+                .contains("pairing code")
+        );
+        let paired = call(
+            on_paired,
+            json!({"queue": {"auth": "sign_in_required"}, "settings": {"rev": 2},
+            "relay": "http://127.0.0.1:8787"}),
+        );
+        assert_eq!(paired["queue"]["auth"], "ok");
+        assert_eq!(paired["settings"]["everPaired"], true);
+        assert_eq!(paired["settings"]["rev"], 3);
+        assert_eq!(paired["settings"]["relayUrl"], "http://127.0.0.1:8787");
+        assert!(on_paired(&json!({"relay": "nope"}).to_string()).is_err());
+        let answer =
+            |status: u16, body: &str| call(pair_response, json!({"status": status, "body": body}));
+        assert_eq!(
+            answer(200, r#"{"token": "t0k", "device_id": "d"}"#),
+            json!({"token": "t0k"})
+        );
+        let refused = answer(
+            400,
+            r#"{"code": "invalid_code", "message": "that code is unknown", "hint": "run personkit pair again"}"#,
+        );
+        assert_eq!(
+            refused["error"],
+            "Pairing failed: that code is unknown. run personkit pair again"
+        );
+        assert_eq!(answer(502, "<html>")["error"], "Pairing failed: HTTP 502.");
+        assert_eq!(
+            answer(200, "{}")["error"],
+            "Pairing failed: HTTP 200.",
+            "a 2xx without a token is not a pairing"
+        );
+    }
+
+    #[test]
+    fn settings_intents_through_the_api() {
+        let out = call(
+            apply_intents,
+            json!({"now_ms": 5, "settings": {"rev": 1},
+            "session": {"settingsIntent:a": {"patch": {"killSwitch": true}, "at": 1}, "other": [1]},
+            "intent": "settingsIntent:b", "patch": {"enabled": {"browser-ext:copilot": true}}}),
+        );
+        assert_eq!(out["changed"], true);
+        assert_eq!(out["settings"]["killSwitch"], true);
+        assert_eq!(out["settings"]["enabled"]["browser-ext:copilot"], true);
+        assert_eq!(out["settings"]["rev"], 2);
+        assert_eq!(
+            out["applied"],
+            json!(["settingsIntent:a", "settingsIntent:b"])
+        );
+        assert_eq!(out["remove"], json!(["settingsIntent:a"]));
+        assert_eq!(out["error"], Value::Null);
+        assert!(
+            apply_intents(&json!({"now_ms": 1, "intent": "settingsIntent:c"}).to_string()).is_err()
+        );
+    }
+
+    type Entry = fn(&str) -> Result<String>;
+
+    /// Every entry point refuses a key it does not know, and says which.
+    #[test]
+    fn a_misspelt_key_is_an_error_naming_it() {
+        let cases: [(Entry, Value); 14] = [
+            (load_state, json!({})),
+            (
+                page_state,
+                json!({"url": "https://chatgpt.com/c/a", "now_ms": 1}),
+            ),
+            (
+                toggle_skip,
+                json!({"url": "https://chatgpt.com/c/a", "now_ms": 1}),
+            ),
+            (set_patterns, json!({"patterns": []})),
+            (redact, json!({"text": "x"})),
+            (capture, snapshot(json!([]), json!({}), json!({}))),
+            (next_batch, json!({"now_ms": 1})),
+            (on_outcome, json!({"ids": [], "status": 0, "now_ms": 1})),
+            (pair_request, json!({"code": "x"})),
+            (pair_response, json!({"status": 200})),
+            (on_paired, json!({"relay": "http://127.0.0.1:1"})),
+            (queue_summary, json!({})),
+            (popup_state, json!({"now_ms": 1, "paired": false})),
+            (apply_intents, json!({"now_ms": 1})),
+        ];
+        for (f, good) in &cases {
+            f(&good.to_string()).unwrap_or_else(|e| panic!("{good}: {e}"));
+            let mut bad = good.clone();
+            bad["naw_ms"] = json!(1);
+            let e = f(&bad.to_string()).unwrap_err().to_string();
+            assert!(e.contains("unknown field `naw_ms`"), "{good}: {e}");
+        }
+        // A misspelt required key is named as missing too, rather than read as 0.
+        let e = next_batch(r#"{"nowms": 1}"#).unwrap_err().to_string();
+        assert!(e.contains("nowms"), "{e}");
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! The popup's traffic light for one surface: local capture stats combined with the relay's
-//! `/v1/me/capture-health`, coloured by the one rule in [`crate::health::status`]; off when the user has not
-//! turned the surface on.
+//! `/v1/me/capture-health` body (parsed here with its wire types), coloured by the one rule in
+//! [`crate::health::status`]; off when the user has not turned the surface on.
 
 use serde::{Deserialize, Serialize};
 
-use crate::health::{self, Status};
+use super::policy::{CaptureState, SkipList, Stats, capture_state};
+use super::registry::{self, Registry};
+use super::settings::Settings;
+use crate::health::{self, CaptureHealth, Status};
 
 #[cfg(test)]
 const GREEN_MS: u64 = health::GREEN_WITHIN_MS as u64;
@@ -45,7 +48,71 @@ pub fn light(h: &HealthInput) -> Light {
     }
 }
 
+/// The relay's `GET /v1/me/capture-health` body, or `None` when it is not one (then the relay counts as not
+/// reachable).
+pub fn parse_relay_health(body: &str) -> Option<CaptureHealth> {
+    serde_json::from_str(body).ok()
+}
+
+/// One row of the popup's site list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SurfaceRow {
+    pub id: String,
+    pub name: String,
+    pub status: registry::Status,
+    /// The user turned it on.
+    pub enabled: bool,
+    pub light: Light,
+    /// Turns this browser queued / got acknowledged.
+    pub captured: u64,
+    pub accepted: u64,
+    /// Turns the relay stored in the last 24 hours (`None`: the relay did not say).
+    pub turns_24h: Option<u64>,
+}
+
+/// The site list with each surface's light at `now_ms`: this browser's stats and the relay's view, the newer of
+/// each time winning.
+pub fn surface_rows(
+    registry: &Registry,
+    settings: &Settings,
+    stats: &Stats,
+    relay: Option<&CaptureHealth>,
+    now_ms: u64,
+) -> Vec<SurfaceRow> {
+    let none = SkipList::default();
+    registry
+        .surfaces()
+        .map(|s| {
+            let local = stats.get(&s.id).cloned().unwrap_or_default();
+            let r = relay.and_then(|h| h.surfaces.iter().find(|x| x.surface == s.id));
+            let at = |t: Option<&str>| {
+                t.and_then(crate::time::parse_rfc3339)
+                    .and_then(|v| u64::try_from(v).ok())
+            };
+            let light = light(&HealthInput {
+                now_ms,
+                enabled: capture_state(settings, Some(s), None, &none) != CaptureState::Off,
+                local_accepted_ms: local.last_accepted_ms,
+                local_error_ms: local.last_error_ms,
+                relay_accepted_ms: r.and_then(|r| at(r.last_accepted_at.as_deref())),
+                relay_error_ms: r.and_then(|r| at(r.last_error.as_ref().map(|e| e.at.as_str()))),
+            });
+            SurfaceRow {
+                id: s.id.clone(),
+                name: s.name.clone(),
+                status: s.status,
+                enabled: settings.is_enabled(&s.id),
+                light,
+                captured: local.captured,
+                accepted: local.accepted,
+                turns_24h: r.map(|r| r.turns_24h),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -117,5 +184,67 @@ mod tests {
             }),
             Light::Red
         );
+    }
+
+    #[test]
+    fn rows_combine_local_stats_with_the_relay_body() {
+        let now = crate::time::parse_rfc3339("2026-11-22T10:00:00.000Z").unwrap() as u64;
+        let body = r#"{"generated_at":"2026-11-22T10:00:00.000Z","surfaces":[
+            {"surface":"browser-ext:claude","status":"green","last_accepted_at":"2026-11-22T09:58:00.000Z",
+             "turns_24h":7,"threads_24h":2,"last_error":null},
+            {"surface":"browser-ext:gemini","status":"red","last_accepted_at":"2026-11-22T09:58:00.000Z",
+             "turns_24h":1,"threads_24h":1,
+             "last_error":{"code":"bad_role","message":"m","at":"2026-11-22T09:59:00.000Z"}}]}"#;
+        let relay = parse_relay_health(body).unwrap();
+        let settings = Settings {
+            enabled: [
+                "browser-ext:claude",
+                "browser-ext:gemini",
+                "browser-ext:chatgpt",
+            ]
+            .iter()
+            .map(|s| (s.to_string(), true))
+            .collect(),
+            ..Settings::default()
+        };
+        let mut stats = Stats::default();
+        stats.on_capture("browser-ext:chatgpt", 3, 0);
+        let rows = surface_rows(Registry::builtin(), &settings, &stats, Some(&relay), now);
+        let row = |id: &str| rows.iter().find(|r| r.id == id).unwrap();
+        assert_eq!(row("browser-ext:claude").light, Light::Green);
+        assert_eq!(row("browser-ext:claude").turns_24h, Some(7));
+        assert_eq!(
+            row("browser-ext:gemini").light,
+            Light::Red,
+            "relay error after its last accept"
+        );
+        assert_eq!(
+            row("browser-ext:chatgpt").light,
+            Light::Red,
+            "captured but never accepted"
+        );
+        assert_eq!(row("browser-ext:chatgpt").captured, 3);
+        assert_eq!(row("browser-ext:chatgpt").turns_24h, None);
+        assert_eq!(row("browser-ext:copilot").light, Light::Off);
+        assert!(!row("browser-ext:copilot").enabled);
+        // Without the relay's view, the local one decides.
+        let rows = surface_rows(Registry::builtin(), &settings, &stats, None, now);
+        assert_eq!(
+            rows.iter()
+                .find(|r| r.id == "browser-ext:claude")
+                .unwrap()
+                .light,
+            Light::Red
+        );
+    }
+
+    #[test]
+    fn a_body_that_is_not_the_wire_type_is_no_relay_view() {
+        assert!(
+            parse_relay_health(r#"{"surfaces": []}"#).is_none(),
+            "generated_at missing"
+        );
+        assert!(parse_relay_health("<html>").is_none());
+        assert!(parse_relay_health(r#"{"generated_at":"x","surfaces":[]}"#).is_some());
     }
 }

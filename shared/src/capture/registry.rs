@@ -1,8 +1,9 @@
 //! The surface registry: one JSON document (`shared/surfaces/registry.json`, embedded at build time) describes
 //! every chat surface the extension can read. Adding a surface or fixing a redesigned site is a data change.
 //!
-//! **API boundary:** the JSON shape below is read by the extension's content script (selectors, rules) and by
-//! this module (hosts, conversation patterns, strip lines, ordinal pattern).
+//! **API boundary:** the JSON shape below is read by the extension's content script (selectors, rules, page layout:
+//! preformatted selectors and block elements) and by this module (hosts, conversation patterns, strip lines,
+//! ordinal pattern). The content script holds no site names or selectors of its own.
 
 use std::sync::OnceLock;
 
@@ -139,10 +140,61 @@ pub struct SurfaceSpec {
     /// CSS selectors whose presence means a reply is still streaming.
     #[serde(default)]
     pub streaming_markers: Vec<String>,
+    /// CSS selectors of elements whose text keeps its line breaks and spaces (as `white-space: pre*` does), for
+    /// sites that style them by class.
+    #[serde(default)]
+    pub preformatted_selectors: Vec<String>,
+    /// Tag names of the site's own (custom) elements that lay out as blocks: text inside each starts on a new line,
+    /// like HTML's `div`.
+    #[serde(default)]
+    pub block_elements: Vec<String>,
     #[serde(default)]
     pub message_key: Vec<KeyRule>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ordinal: Option<OrdinalRule>,
+}
+
+impl SurfaceSpec {
+    /// Problems the JSON shape cannot express, one message each (the content script would misread the page).
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let roles: Vec<Role> = self.role_rules.iter().map(|r| r.role).collect();
+        if !roles.contains(&Role::User) || !roles.contains(&Role::Assistant) {
+            out.push("role_rules must name both user and assistant".to_owned());
+        }
+        if self.streaming_markers.is_empty() {
+            out.push("needs a streaming marker".to_owned());
+        }
+        for k in &self.message_key {
+            if k.selector.is_some() == k.closest.is_some() {
+                out.push(format!(
+                    "key rule on `{}` needs selector xor closest",
+                    k.attribute
+                ));
+            }
+        }
+        for t in &self.block_elements {
+            // A custom element's name (HTML: lowercase, starts with a letter, contains a hyphen) or an HTML one.
+            let ok = t.starts_with(|c: char| c.is_ascii_lowercase())
+                && t.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            if !ok {
+                out.push(format!("block element `{t}` is not a lowercase tag name"));
+            }
+        }
+        let selectors = self
+            .message_roots
+            .iter()
+            .chain(&self.strip_selectors)
+            .chain(&self.streaming_markers)
+            .chain(&self.preformatted_selectors);
+        for sel in selectors {
+            if sel.trim().is_empty() {
+                out.push("empty selector".to_owned());
+            }
+        }
+        out
+    }
 }
 
 /// The part of a surface the core itself uses, plus the entry's JSON text for the content script.
@@ -487,29 +539,56 @@ mod tests {
                 "{}",
                 spec.id
             );
-            let roles: Vec<_> = spec.role_rules.iter().map(|r| r.role).collect();
-            assert!(
-                roles.contains(&Role::User) && roles.contains(&Role::Assistant),
-                "{}",
-                spec.id
-            );
-            assert!(
-                !spec.streaming_markers.is_empty(),
-                "{} needs a streaming marker",
-                spec.id
-            );
-            for k in &spec.message_key {
-                assert!(
-                    k.selector.is_some() != k.closest.is_some(),
-                    "{}: key rule needs selector xor closest",
-                    spec.id
-                );
-            }
+            assert_eq!(spec.problems(), Vec::<String>::new(), "{}", spec.id);
             // The core's view of the same entry carries it verbatim for the content script.
             let core = Registry::builtin().get(&spec.id).unwrap();
             let back: SurfaceSpec = serde_json::from_str(&core.raw).unwrap();
             assert_eq!(back, spec);
         }
+    }
+
+    /// Site markup knowledge the content script applies is data: a spec's problems are found, and the page
+    /// layout fields round-trip.
+    #[test]
+    fn spec_problems_are_reported_and_layout_fields_are_data() {
+        let spec = |extra: &str| -> SurfaceSpec {
+            serde_json::from_str(&format!(
+                r#"{{"id":"browser-ext:x","name":"X","status":"verified","hosts":["x.com"],"conversation_patterns":["^/c/(\\w+)"],
+                "message_roots":["div"],"role_rules":[{{"match":".u","on":"self","role":"user"}},{{"match":".a","on":"self","role":"assistant"}}],
+                "streaming_markers":[".busy"]{extra}}}"#
+            ))
+            .unwrap()
+        };
+        let good = spec(
+            r#","block_elements":["chat-turn","x-msg2"],"preformatted_selectors":[".keep-ws"]"#,
+        );
+        assert!(good.problems().is_empty(), "{:?}", good.problems());
+        assert_eq!(good.block_elements, ["chat-turn", "x-msg2"]);
+        assert_eq!(good.preformatted_selectors, [".keep-ws"]);
+        let bad = spec(
+            r#","block_elements":["Chat-Turn","x y"],"preformatted_selectors":[" "],"message_key":[{"attribute":"id"}]"#,
+        );
+        let p = bad.problems();
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(p.iter().any(|m| m.contains("Chat-Turn")) && p.iter().any(|m| m.contains("`x y`")));
+        assert!(p.iter().any(|m| m.contains("selector xor closest")));
+        let e = serde_json::from_str::<SurfaceSpec>(r#"{"id":"browser-ext:x","blockElements":[]}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("blockElements"), "{e}");
+        // The embedded registry describes Gemini's custom elements as data, not as code in the content script.
+        let doc: serde_json::Value = serde_json::from_str(REGISTRY_JSON).unwrap();
+        let gemini = doc["surfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "browser-ext:gemini")
+            .unwrap();
+        assert!(
+            gemini["block_elements"]
+                .as_array()
+                .unwrap()
+                .contains(&"model-response".into())
+        );
     }
 
     #[test]

@@ -1,0 +1,112 @@
+// personkit messages: the one definition of every message between the content script, the worker and the popup
+// (types, constructors, and the shape check the worker applies to everything it receives). A classic script, so
+// that content scripts (listed before content.js in the manifest), the popup (a <script> before popup.js) and the
+// worker (`import './messages.js'`) all load this same file; it sets `globalThis.personkitMessages` in its own
+// context only (a content script's isolated world is not the page's), always anew, never reusing a value found there.
+//
+// What a message carries beyond its shape (turns, settings patches, patterns) is checked by the capture core.
+
+(function (g) {
+  'use strict';
+
+  const MSG = Object.freeze({
+    // content script → worker
+    HELLO: 'hello',
+    CAPTURE: 'capture',
+    TOGGLE_SKIP: 'toggleSkip',
+    // worker → content script
+    REFRESH: 'refresh',
+    // popup → worker
+    POPUP_STATE: 'popupState',
+    SET_SETTINGS: 'setSettings',
+    SET_PATTERNS: 'setPatterns',
+    PAIR: 'pair',
+    DEBUG: 'debug',
+    FLUSH: 'flush',
+  });
+
+  /** Error codes of a refused message (`{error: <code>}` replies). */
+  const ERR = Object.freeze({ INVALID: 'invalid_message', UNKNOWN: 'unknown_message', FORBIDDEN: 'forbidden' });
+
+  /** `storage.session` key prefix of a recorded settings change (the core checks the same prefix). */
+  const INTENT_PREFIX = 'settingsIntent:';
+
+  const MAX_URL = 4096;
+
+  const isString = (max) => (v) => typeof v === 'string' && v.length <= max;
+  const isObject = (v) => !!v && typeof v === 'object' && !Array.isArray(v);
+  const optional = (check) => (v) => v === undefined || v === null || check(v);
+
+  /** Who may send each type, and the check of each of its fields (every field listed; no other is accepted). */
+  const SHAPES = Object.freeze({
+    [MSG.HELLO]: { from: 'content', fields: { url: isString(MAX_URL) } },
+    [MSG.CAPTURE]: {
+      from: 'content',
+      fields: { url: isString(MAX_URL), title: optional((v) => typeof v === 'string'), turns: Array.isArray },
+    },
+    [MSG.TOGGLE_SKIP]: { from: 'content', fields: { url: isString(MAX_URL) } },
+    [MSG.REFRESH]: { from: 'worker', fields: {} },
+    [MSG.POPUP_STATE]: { from: 'popup', fields: {} },
+    [MSG.SET_SETTINGS]: { from: 'popup', fields: { patch: isObject, intent: isString(256) } },
+    [MSG.SET_PATTERNS]: {
+      from: 'popup',
+      fields: { patterns: (v) => Array.isArray(v) && v.every((p) => typeof p === 'string') },
+    },
+    [MSG.PAIR]: { from: 'popup', fields: { relayUrl: isString(1024), code: isString(1024) } },
+    [MSG.DEBUG]: { from: 'popup', fields: {} },
+    [MSG.FLUSH]: { from: 'popup', fields: {} },
+  });
+
+  /** `{msg}` with a copy of `raw`'s fields if it is a well-formed message that a `from` (`content`, `worker`,
+   * `popup`) sender may send, else `{error}` with the reason's code. */
+  function check(from, raw) {
+    if (!isObject(raw) || typeof raw.type !== 'string') return { error: ERR.INVALID };
+    const shape = Object.prototype.hasOwnProperty.call(SHAPES, raw.type) ? SHAPES[raw.type] : null;
+    if (!shape || shape.from !== from) return { error: ERR.UNKNOWN };
+    const msg = { type: raw.type };
+    for (const k of Object.keys(raw)) {
+      if (k !== 'type' && !Object.prototype.hasOwnProperty.call(shape.fields, k)) return { error: ERR.INVALID };
+    }
+    for (const [k, ok] of Object.entries(shape.fields)) {
+      if (!ok(raw[k])) return { error: ERR.INVALID };
+      if (raw[k] !== undefined) msg[k] = raw[k];
+    }
+    return { msg };
+  }
+
+  /** Which kind of sender the worker is hearing from, by the browser's own record of it: `popup` (an extension
+   * page), `content` (a content script in a tab), or null (anything else, refused). */
+  function senderKind(sender, runtimeId, extensionOrigin) {
+    if (!sender || sender.id !== runtimeId) return null;
+    if (typeof sender.url === 'string' && sender.url.startsWith(extensionOrigin)) return 'popup';
+    return sender.tab ? 'content' : null;
+  }
+
+  /** The URL a content script speaks for: the browser's record of the sending frame decides the origin; the path
+   * may come from the script (a same-document navigation can be newer than the sender record). */
+  function senderPageUrl(sender, claimed) {
+    const real = sender.url || (sender.tab && sender.tab.url) || '';
+    try {
+      const a = new URL(real);
+      const b = new URL(claimed);
+      return a.origin === b.origin ? b.href : real;
+    } catch {
+      return real;
+    }
+  }
+
+  const make = Object.freeze({
+    hello: (url) => ({ type: MSG.HELLO, url }),
+    capture: (url, title, turns) => ({ type: MSG.CAPTURE, url, title, turns }),
+    toggleSkip: (url) => ({ type: MSG.TOGGLE_SKIP, url }),
+    refresh: () => ({ type: MSG.REFRESH }),
+    popupState: () => ({ type: MSG.POPUP_STATE }),
+    setSettings: (patch, intent) => ({ type: MSG.SET_SETTINGS, patch, intent }),
+    setPatterns: (patterns) => ({ type: MSG.SET_PATTERNS, patterns }),
+    pair: (relayUrl, code) => ({ type: MSG.PAIR, relayUrl, code }),
+    debug: () => ({ type: MSG.DEBUG }),
+    flush: () => ({ type: MSG.FLUSH }),
+  });
+
+  g.personkitMessages = Object.freeze({ MSG, ERR, INTENT_PREFIX, make, check, senderKind, senderPageUrl });
+})(globalThis);
