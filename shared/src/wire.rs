@@ -229,8 +229,8 @@ pub fn parse_observation(raw: &serde_json::Value) -> Result<Observation, Invalid
     {
         return Err(Invalid::UnknownKind(truncate(kind, 64)));
     }
-    let obs: Observation =
-        serde_json::from_value(raw.clone()).map_err(|e| Invalid::Malformed(e.to_string()))?;
+    let obs: Observation = serde_json::from_value(raw.clone())
+        .map_err(|e| Invalid::Malformed(quote_safely(&e.to_string(), 200)))?;
     validate(&obs)?;
     Ok(obs)
 }
@@ -283,7 +283,7 @@ pub fn validate(obs: &Observation) -> Result<(), Invalid> {
     if let Some(key) = &obs.turn.message_key {
         check_text("turn.message_key", key, MAX_FIELD_BYTES, true)?;
     }
-    if obs.turn.content.trim().is_empty() {
+    if is_blank(&obs.turn.content) {
         return Err(Invalid::Empty("turn.content"));
     }
     check_text("turn.content", &obs.turn.content, MAX_CONTENT_BYTES, true)?;
@@ -360,8 +360,54 @@ pub fn looks_like_rfc3339(s: &str) -> bool {
     }
 }
 
+/// A value quoted back in an error: at most `max` characters, control and invisible format characters replaced
+/// by `?`, and `…` where it was cut. Errors travel to logs, `ingest_errors` and the popup, so a hostile value
+/// must not become a long, multi-line or direction-flipping string there.
+pub fn quote_safely(s: &str, max: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .take(max)
+        .map(|c| {
+            if c.is_control() || is_invisible(c) {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if s.chars().nth(max).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 fn truncate(s: &str, max: usize) -> String {
-    s.chars().take(max).collect()
+    quote_safely(s, max)
+}
+
+/// Characters that render as nothing: zero-width spaces and joiners, direction marks and isolates, word joiners,
+/// the BOM, soft hyphens and the Hangul fillers.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{3164}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+    )
+}
+
+/// True when `s` shows nothing: only white space and invisible characters.
+pub fn is_blank(s: &str) -> bool {
+    s.chars().all(|c| c.is_whitespace() || is_invisible(c))
 }
 
 /// Build a valid observation from its parts, computing the hash and thread id with the one functions in `ids`.
@@ -486,6 +532,43 @@ mod tests {
             parse_observation(&v).err().map(|e| e.code()),
             Some("empty_field")
         );
+    }
+
+    #[test]
+    fn content_of_only_invisible_characters_is_empty() {
+        for blank in [
+            "\u{200B}\u{200D}\u{FEFF}",
+            " \u{2060}\n\u{00AD}",
+            "\u{3164}",
+        ] {
+            let mut v = valid();
+            v["turn"]["content"] = json!(blank);
+            v["turn"]["content_hash"] = json!(ids::content_hash(blank, Role::User));
+            assert_eq!(
+                parse_observation(&v).err().map(|e| e.code()),
+                Some("empty_field"),
+                "{blank:?}"
+            );
+        }
+        // Visible text with a zero-width joiner inside (emoji sequences) is content.
+        assert!(!is_blank("👩\u{200D}💻"));
+    }
+
+    #[test]
+    fn quoted_values_are_short_and_printable() {
+        let hostile = format!("{}\n\u{202E}evil{}", "x".repeat(10), "y".repeat(500));
+        let q = quote_safely(&hostile, 40);
+        assert_eq!(q.chars().count(), 41, "{q}");
+        assert!(q.ends_with('…'));
+        assert!(!q.contains('\n') && !q.contains('\u{202E}'), "{q}");
+        let mut v = valid();
+        v["turn"]["role"] = json!(hostile);
+        let e = parse_observation(&v)
+            .err()
+            .map(|e| e.to_api_error())
+            .unwrap_or_else(|| panic!("accepted"));
+        assert!(e.message.chars().count() <= 260, "{}", e.message);
+        assert!(!e.message.contains('\n'), "{}", e.message);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use personkit_store::Connection;
 
@@ -21,16 +21,18 @@ impl DbArg {
             .unwrap_or_else(personkit_server::config::default_db_path)
     }
 
-    /// Open an existing corpus (migrating it if needed); a clear error when there is none at the path.
+    /// Open an existing corpus for writing (migrating it if needed); a clear error when there is none at the
+    /// path or the file is not a corpus.
     pub fn open_existing(&self) -> anyhow::Result<Connection> {
         let path = self.path();
-        if !path.exists() {
-            bail!(
-                "no corpus at {}; start the relay with `personkit serve`, or pass --db PATH / set PERSONKIT_DB",
-                path.display()
-            );
-        }
-        self.open()
+        personkit_store::db::open_existing(&path).map_err(|e| open_error(&path, e))
+    }
+
+    /// Open an existing corpus for reading only (see `personkit_store::db::open_read_only`): read commands
+    /// never create, migrate or write, so they work beside a running relay and on read-only files.
+    pub fn open_read_only(&self) -> anyhow::Result<Connection> {
+        let path = self.path();
+        personkit_store::db::open_read_only(&path).map_err(|e| open_error(&path, e))
     }
 
     /// Open (creating and migrating if needed) the corpus.
@@ -42,6 +44,16 @@ impl DbArg {
                 path.display()
             )
         })
+    }
+}
+
+fn open_error(path: &std::path::Path, e: personkit_store::DbError) -> anyhow::Error {
+    match e {
+        personkit_store::DbError::Missing(_) => anyhow::anyhow!(
+            "no corpus at {}; start the relay with `personkit serve` (it creates one), or pass --db PATH / set PERSONKIT_DB",
+            path.display()
+        ),
+        e => anyhow::anyhow!("cannot open the corpus at {}: {e}", path.display()),
     }
 }
 

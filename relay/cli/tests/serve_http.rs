@@ -722,3 +722,140 @@ fn sigterm_shuts_down_gracefully_and_keeps_what_was_acknowledged() {
     assert!(status.success(), "graceful shutdown exits 0, got {status}");
     assert_eq!(dump_surface(&relay.db, CHATGPT).len(), 1);
 }
+
+#[test]
+fn the_cli_never_makes_a_corpus_out_of_a_missing_or_foreign_file() {
+    let (dir, _) = temp_db();
+    let missing = dir.path().join("nowhere/corpus.db");
+    let out = cli(&missing, &["pair"]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("no corpus at"), "{}", out.stderr);
+    assert!(
+        !missing.exists() && !missing.parent().unwrap().exists(),
+        "nothing created"
+    );
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    for args in [
+        &["pair"][..],
+        &["corpus", "health"],
+        &["corpus", "messages"],
+        &["devices", "list"],
+        &["corpus", "query", "anything"],
+    ] {
+        let out = cli(&empty, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("not a personkit corpus"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert_eq!(
+            std::fs::metadata(&empty).unwrap().len(),
+            0,
+            "{args:?} wrote to the file"
+        );
+    }
+}
+
+#[test]
+fn time_spans_out_of_range_are_errors_not_panics() {
+    let (_dir, relay, token) = paired(&[]);
+    relay.http.send_batch(
+        &token,
+        &[turn(CHATGPT, "spans", Role::User, "a turn", Some(0))],
+    );
+    for args in [
+        &["corpus", "query", "turn", "--since", "99999999d"][..],
+        &["corpus", "query", "turn", "--until", "9223372036854775807d"],
+        &["corpus", "surfaces", "--since", "99999999d"],
+        &["corpus", "surfaces", "--since", "999999999999w"],
+    ] {
+        let out = relay.cli(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("10,000 years"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn a_second_serve_on_the_same_corpus_refuses_and_names_the_first() {
+    let (_dir, relay, _token) = paired(&[]);
+    let out = relay.cli(&["serve", "--addr", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("pid {}", relay.pid())) && out.stderr.contains(&relay.base),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stdout.contains("pairing code"),
+        "the refused serve printed a code: {}",
+        out.stdout
+    );
+    // The first relay is untouched.
+    assert_eq!(relay.http.get("/v1/health", None).status, 200);
+}
+
+/// Read commands on a corpus whose file system is mounted read-only (a private mount namespace made with
+/// `unshare -m`, as root in this test environment).
+#[test]
+fn read_commands_work_on_a_read_only_mount() {
+    let (dir, relay, token) = paired(&[]);
+    relay.http.send_batch(
+        &token,
+        &[
+            turn(
+                CHATGPT,
+                "ro",
+                Role::User,
+                "the borrow checker rejects this",
+                Some(0),
+            ),
+            turn(
+                CHATGPT,
+                "ro",
+                Role::Assistant,
+                "use a shorter lifetime",
+                Some(1),
+            ),
+        ],
+    );
+    assert!(
+        relay
+            .sigterm_and_wait(std::time::Duration::from_secs(20))
+            .is_some()
+    );
+    let d = dir.path().display().to_string();
+    let db = relay.db.display().to_string();
+    let bin = bin().display().to_string();
+    let script = format!(
+        "set -e; mount --bind '{d}' '{d}'; mount -o remount,ro,bind '{d}'; \
+         if touch '{d}/probe' 2>/dev/null; then echo 'mount is writable' >&2; exit 3; fi; \
+         export HOME='{d}' PERSONKIT_DB='{db}'; \
+         '{bin}' corpus health --json > /dev/null; \
+         '{bin}' corpus surfaces --json; \
+         '{bin}' devices list --json > /dev/null; \
+         '{bin}' corpus query --all-words borrow --json; \
+         '{bin}' corpus messages --json"
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .expect("run unshare");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "status {}\nstdout {stdout}\nstderr {stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("the borrow checker rejects this"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("use a shorter lifetime"), "{stdout}");
+}

@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 
 use personkit_store::auth;
 use personkit_store::clock::{Clock, fmt_time};
+use personkit_store::db::ServeLock;
 use personkit_store::{Db, DbError};
 
 use crate::config::ApiConfig;
@@ -54,6 +55,11 @@ pub async fn resolve_addr(addr: &str, allow_remote: bool) -> anyhow::Result<Sock
 /// `personkit: pairing code <CODE> (valid until <time>)`.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let addr = resolve_addr(&config.addr, config.allow_remote).await?;
+    // One relay per corpus: a second `serve` on the same file refuses, naming the first.
+    let mut lock = ServeLock::acquire(&config.db_path).map_err(|e| match e {
+        DbError::InUse { .. } => anyhow::anyhow!("{e}; stop it first, or pass another --db"),
+        e => anyhow::anyhow!("{e}"),
+    })?;
     let db_path = config.db_path.clone();
     let db = tokio::task::spawn_blocking(move || Db::open(&db_path))
         .await?
@@ -68,6 +74,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         format!("cannot listen on {addr}; is another relay running? try --addr 127.0.0.1:0")
     })?;
     let local = listener.local_addr()?;
+    if let Err(e) = lock.record(&format!("http://{local}")) {
+        tracing::warn!(error = %e, "cannot record this relay in the corpus lock file");
+    }
     let mut out = std::io::stdout().lock();
     writeln!(out, "personkit: listening on http://{local}")?;
     let now = clock.now();

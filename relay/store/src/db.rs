@@ -40,6 +40,25 @@ pub enum DbError {
     /// A caller handed the store something it cannot hold (a vector of the wrong dimension, ...).
     #[error("{0}")]
     Invalid(String),
+    #[error("no corpus at {0}")]
+    Missing(PathBuf),
+    #[error("{0} is not a personkit corpus (it has no schema version)")]
+    NotACorpus(PathBuf),
+    #[error(
+        "the corpus has schema version {found}; this personkit reads version {latest}: start `personkit serve` on it once to upgrade it"
+    )]
+    NeedsUpgrade { found: u32, latest: u32 },
+    #[error("another relay (pid {pid}, {addr}) is serving {path}")]
+    InUse {
+        path: PathBuf,
+        pid: String,
+        addr: String,
+    },
+    #[error("cannot lock {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Register sqlite-vec as an auto extension, once per process, so that every connection opened afterwards has
@@ -126,6 +145,132 @@ fn make_private(path: &Path) {
     }
     #[cfg(not(unix))]
     let _ = path;
+}
+
+/// Open an existing corpus for reading only: never creates, migrates or writes anything, so it works on a file
+/// another process serves, on a read-only file and on a read-only mount (where SQLite cannot create the WAL's
+/// shared-memory file, the corpus is opened as immutable: what a crashed writer left in the WAL is not seen).
+pub fn open_read_only(path: &Path) -> Result<Connection, DbError> {
+    use rusqlite::OpenFlags;
+    register_sqlite_vec();
+    if !path.is_file() {
+        return Err(DbError::Missing(path.to_path_buf()));
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let first = Connection::open_with_flags(path, flags).and_then(|c| {
+        c.busy_timeout(BUSY_TIMEOUT)?;
+        let v: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        Ok((c, v))
+    });
+    let (conn, version) = match first {
+        Ok(cv) => cv,
+        Err(e) if is_read_only_fs(&e) => {
+            let uri = format!("file:{}?immutable=1", uri_path(path));
+            let c = Connection::open_with_flags(uri, flags)?;
+            let v: u32 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            (c, v)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let latest = migrations::latest_version();
+    match version {
+        0 => Err(DbError::NotACorpus(path.to_path_buf())),
+        v if v > latest => Err(DbError::TooNew {
+            found: v,
+            supported: latest,
+        }),
+        v if v < latest => Err(DbError::NeedsUpgrade { found: v, latest }),
+        _ => Ok(conn),
+    }
+}
+
+/// Open an existing corpus for writing (migrating it if needed); never turns a missing file, or a file that is
+/// not a corpus, into one.
+pub fn open_existing(path: &Path) -> Result<Connection, DbError> {
+    match open_read_only(path) {
+        Ok(_) | Err(DbError::NeedsUpgrade { .. }) => open(path),
+        Err(e) => Err(e),
+    }
+}
+
+/// SQLite's answers when a read-only open cannot set up WAL shared memory on a read-only file system.
+fn is_read_only_fs(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
+    )
+}
+
+/// `path` as the path part of a `file:` URI (`%`, `?` and `#` escaped).
+fn uri_path(path: &Path) -> String {
+    path.to_string_lossy()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23")
+}
+
+/// Held by the one `serve` process of a corpus: an exclusive lock on `<corpus>.lock`, which records that
+/// process's pid and address. The operating system releases it when the process ends, however it ends.
+#[derive(Debug)]
+pub struct ServeLock {
+    file: std::fs::File,
+}
+
+impl ServeLock {
+    /// Takes the lock, or says which process holds it.
+    pub fn acquire(corpus: &Path) -> Result<ServeLock, DbError> {
+        let path = lock_path(corpus);
+        let lock_err = |source| DbError::Lock {
+            path: path.clone(),
+            source,
+        };
+        if let Some(dir) = corpus.parent()
+            && !dir.as_os_str().is_empty()
+            && !dir.exists()
+        {
+            create_private_dir(dir).map_err(|source| DbError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(lock_err)?;
+        match file.try_lock() {
+            Ok(()) => Ok(ServeLock { file }),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let held = std::fs::read_to_string(&path).unwrap_or_default();
+                let mut parts = held.split_whitespace();
+                Err(DbError::InUse {
+                    path: corpus.to_path_buf(),
+                    pid: parts.next().unwrap_or("?").to_owned(),
+                    addr: parts.next().unwrap_or("address unknown").to_owned(),
+                })
+            }
+            Err(std::fs::TryLockError::Error(e)) => Err(lock_err(e)),
+        }
+    }
+
+    /// Records this process's pid and address in the lock file, for the message another `serve` prints.
+    pub fn record(&mut self, addr: &str) -> std::io::Result<()> {
+        use std::io::{Seek, Write};
+        self.file.set_len(0)?;
+        self.file.seek(std::io::SeekFrom::Start(0))?;
+        writeln!(self.file, "{} {addr}", std::process::id())?;
+        self.file.flush()
+    }
+}
+
+fn lock_path(corpus: &Path) -> PathBuf {
+    let mut p = corpus.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
 }
 
 /// Open a second connection to an already-migrated corpus (no migration check beyond the version read).
@@ -312,6 +457,54 @@ mod tests {
         .unwrap();
         assert!(conn.execute("DELETE FROM events", []).is_err());
         assert!(conn.execute("UPDATE events SET content = 'x'", []).is_err());
+    }
+
+    #[test]
+    fn read_only_opens_never_create_or_migrate() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.db");
+        assert!(matches!(open_read_only(&missing), Err(DbError::Missing(_))));
+        assert!(!missing.exists(), "nothing created");
+        let empty = dir.path().join("empty.db");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(matches!(
+            open_read_only(&empty),
+            Err(DbError::NotACorpus(_))
+        ));
+        assert_eq!(
+            std::fs::metadata(&empty).unwrap().len(),
+            0,
+            "nothing written"
+        );
+        let path = dir.path().join("c.db");
+        drop(open(&path).unwrap());
+        let ro = open_read_only(&path).unwrap();
+        assert!(ro.execute("DELETE FROM devices", []).is_err(), "read only");
+        let old = dir.path().join("old.db");
+        let c = open(&old).unwrap();
+        c.pragma_update(None, "user_version", 2).unwrap();
+        drop(c);
+        assert!(matches!(
+            open_read_only(&old),
+            Err(DbError::NeedsUpgrade { found: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn one_serve_lock_per_corpus() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let mut first = ServeLock::acquire(&path).unwrap();
+        first.record("http://127.0.0.1:8787").unwrap();
+        match ServeLock::acquire(&path) {
+            Err(DbError::InUse { pid, addr, .. }) => {
+                assert_eq!(pid, std::process::id().to_string());
+                assert_eq!(addr, "http://127.0.0.1:8787");
+            }
+            other => panic!("second lock: {other:?}"),
+        }
+        drop(first);
+        assert!(ServeLock::acquire(&path).is_ok(), "released on drop");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use personkit_shared::ids;
 use personkit_shared::wire::{
     ApiError, BatchResponse, Invalid, ItemResult, ItemStatus, Observation, is_valid_surface,
-    parse_observation,
+    parse_observation, quote_safely,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use time::{Duration, OffsetDateTime};
@@ -384,6 +384,12 @@ impl<'a> Writer<'a> {
             return Ok(());
         }
         for (surface, err) in rejections {
+            // Rejection messages quote what the client sent: keep them short and printable in storage too.
+            let err = ApiError::new(
+                &quote_safely(&err.code, 64),
+                quote_safely(&err.message, 300),
+                err.hint.clone(),
+            );
             self.tx
                 .prepare_cached(
                     "INSERT INTO ingest_errors(at, surface, device_id, code, message) VALUES (?1, ?2, ?3, ?4, ?5)",

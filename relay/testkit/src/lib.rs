@@ -665,7 +665,7 @@ pub fn turn_at(
 
 /// User for even `i`, assistant for odd: a conversation's turns in order.
 pub fn alternating_role(i: usize) -> Role {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         Role::User
     } else {
         Role::Assistant

@@ -68,7 +68,7 @@ pub struct MessagesArgs {
 }
 
 pub fn health(a: JsonArgs) -> anyhow::Result<()> {
-    let conn = a.db.open_existing()?;
+    let conn = a.db.open_read_only()?;
     let h = views::corpus_health(&conn, &a.db.path())?;
     let search = personkit_search::health::embed_health(&conn, Some(&a.db.path()));
     if a.json {
@@ -124,7 +124,7 @@ pub fn surfaces(a: SurfacesArgs) -> anyhow::Result<()> {
     let since = parse_span(&a.since)
         .and_then(|span| back_from(now, span))
         .with_context(|| format!("--since {:?} is not {}", a.since, SPAN_HELP))?;
-    let conn = a.db.open_existing()?;
+    let conn = a.db.open_read_only()?;
     let rows = views::surfaces(&conn, since, now)?;
     if a.json {
         return print_json(&rows);
@@ -160,7 +160,7 @@ pub fn surfaces(a: SurfacesArgs) -> anyhow::Result<()> {
 }
 
 pub fn messages(a: MessagesArgs) -> anyhow::Result<()> {
-    let conn = a.db.open_existing()?;
+    let conn = a.db.open_read_only()?;
     let rows = views::messages(&conn, a.surface.as_deref(), a.thread.as_deref(), a.limit)?;
     if a.json {
         return print_json(&rows);
@@ -190,6 +190,13 @@ pub fn messages(a: MessagesArgs) -> anyhow::Result<()> {
         &["captured", "surface", "thread", "role", "rev", "content"],
         &table,
     )
+}
+
+fn read_only(db: &Path) -> anyhow::Result<personkit_store::Connection> {
+    DbArg {
+        db: Some(db.to_path_buf()),
+    }
+    .open_read_only()
 }
 
 fn require_corpus(db: &Path) -> anyhow::Result<()> {
@@ -262,9 +269,7 @@ pub fn run_query(db: &Path, a: &QueryArgs) -> anyhow::Result<()> {
         now,
     )
     .map_err(|e| anyhow!("{e}"))?;
-    require_corpus(db)?;
-    let conn = personkit_store::db::open(db)
-        .with_context(|| format!("cannot open the corpus {}", db.display()))?;
+    let conn = read_only(db)?;
     let (_, embedder) = load_embedder(db)?;
     let r =
         personkit_search::query(&conn, &Indexes::new(), embedder.as_deref(), &q).map_err(|e| {
@@ -375,9 +380,7 @@ fn all_words(db: &Path, a: &QueryArgs) -> anyhow::Result<()> {
             "give at least one word to search for, e.g. personkit corpus query --all-words \"borrow checker\""
         );
     }
-    require_corpus(db)?;
-    let conn = personkit_store::db::open(db)
-        .with_context(|| format!("cannot open the corpus {}", db.display()))?;
+    let conn = read_only(db)?;
     let hits = views::search(&conn, &a.text, a.k as u32)?;
     if a.json {
         return print_json(&hits);

@@ -35,7 +35,7 @@ pub struct RevokeArgs {
 }
 
 pub fn pair(a: PairArgs) -> anyhow::Result<()> {
-    let conn = a.db.open()?;
+    let conn = a.db.open_existing()?;
     let (code, expires) = auth::create_pairing_code(&conn, Clock::system().now())?;
     if a.json {
         print_json(&serde_json::json!({"code": code.display(), "expires_at": fmt_time(expires)}))
@@ -53,7 +53,7 @@ pub fn pair(a: PairArgs) -> anyhow::Result<()> {
 }
 
 pub fn list(a: JsonArgs) -> anyhow::Result<()> {
-    let conn = a.db.open_existing()?;
+    let conn = a.db.open_read_only()?;
     let devices = auth::list_devices(&conn)?;
     if a.json {
         return print_json(&devices);
