@@ -29,6 +29,41 @@ pub struct ApiConfig {
     pub rate_burst: f64,
     /// Longest time a client may take to send a request body (slow senders get 408).
     pub body_timeout: std::time::Duration,
+    /// Host names (without port) requests may be addressed to, besides the loopback names `localhost`,
+    /// `127.0.0.1` and `[::1]`: the relay's public name when it runs behind a proxy. Anything else is refused
+    /// (421), so a web page that rebinds its own name to this machine cannot reach the relay.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// The host part of a `Host` header value (no port), lowercased; `None` when it is empty or malformed.
+pub fn host_name(value: &str) -> Option<String> {
+    let v = value.trim();
+    let host = if let Some(rest) = v.strip_prefix('[') {
+        let end = rest.find(']')?;
+        format!("[{}]", &rest[..end])
+    } else {
+        match v.rsplit_once(':') {
+            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h.to_owned(),
+            Some(_) => return None,
+            None => v.to_owned(),
+        }
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    (!host.is_empty()).then_some(host)
+}
+
+impl ApiConfig {
+    /// True when a request addressed to `host` (a `Host` header value) may be answered.
+    pub fn host_allowed(&self, host: &str) -> bool {
+        let Some(name) = host_name(host) else {
+            return false;
+        };
+        matches!(name.as_str(), "localhost" | "127.0.0.1" | "[::1]")
+            || self
+                .allowed_hosts
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(&name))
+    }
 }
 
 impl Default for ApiConfig {
@@ -39,6 +74,40 @@ impl Default for ApiConfig {
             rate_limit: DEFAULT_RATE_LIMIT,
             rate_burst: DEFAULT_RATE_BURST,
             body_timeout: DEFAULT_BODY_TIMEOUT,
+            allowed_hosts: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_names_and_configured_hosts_are_allowed() {
+        let mut c = ApiConfig::default();
+        for ok in [
+            "127.0.0.1:8787",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:8787",
+            "localhost.",
+        ] {
+            assert!(c.host_allowed(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "evil.example",
+            "evil.example:8787",
+            "127.0.0.1.evil.example",
+            "localhost:80:80",
+            "127.0.0.2:8787",
+            "[::1",
+            "relay.example.com",
+        ] {
+            assert!(!c.host_allowed(bad), "{bad}");
+        }
+        c.allowed_hosts.push("relay.example.com".into());
+        assert!(c.host_allowed("Relay.Example.com:443"));
     }
 }

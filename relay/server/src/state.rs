@@ -12,7 +12,7 @@ use crate::config::ApiConfig;
 use crate::error::AppError;
 use crate::ratelimit::RateLimiter;
 
-/// Pairing attempts allowed per second (all clients together), and their burst.
+/// Wrong pairing codes answered per second (all clients together), and their burst; more get 429.
 const PAIR_RATE: f64 = 2.0;
 const PAIR_BURST: f64 = 20.0;
 

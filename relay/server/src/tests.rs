@@ -54,7 +54,12 @@ pub(crate) fn harness() -> Harness {
 }
 
 impl Harness {
-    pub(crate) async fn call(&self, req: Request<Body>) -> Reply {
+    /// Sends `req` as a client on this machine would: addressed to `127.0.0.1:8787` unless it names a host.
+    pub(crate) async fn call(&self, mut req: Request<Body>) -> Reply {
+        if !req.headers().contains_key(header::HOST) {
+            req.headers_mut()
+                .insert(header::HOST, "127.0.0.1:8787".parse().unwrap());
+        }
         let resp = self.router.clone().oneshot(req).await.unwrap();
         let status = resp.status();
         let headers = resp.headers().clone();
@@ -985,4 +990,114 @@ async fn query_route_uses_the_states_embedder_and_indexes() {
             "bad_query",
         );
     }
+}
+
+#[tokio::test]
+async fn a_valid_code_pairs_after_any_number_of_wrong_ones() {
+    let h = harness();
+    let code = h.new_code();
+    let wrong = |i: usize| json!({"code": format!("ABCD-{:04}", 2000 + i).replace('0', "2").replace('1', "3"), "device_name": "guesser"});
+    let mut limited = 0;
+    for i in 0..80 {
+        let r = h.post("/v1/pair", None, wrong(i).to_string()).await;
+        match r.status {
+            StatusCode::UNAUTHORIZED => assert_eq!(r.body["code"], "invalid_pairing_code"),
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert!(r.headers.contains_key(header::RETRY_AFTER));
+                limited += 1;
+            }
+            other => panic!("wrong code {i} answered {other}: {}", r.body),
+        }
+    }
+    assert!(limited > 0, "wrong codes beyond the burst are limited");
+    let r = h
+        .post(
+            "/v1/pair",
+            None,
+            json!({"code": code, "device_name": "the user"}).to_string(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "the valid code pairs: {}", r.body);
+    assert!(r.body["token"].as_str().unwrap().starts_with("pkt_"));
+}
+
+#[tokio::test]
+async fn requests_to_another_host_name_are_refused() {
+    let h = harness();
+    for host in [
+        "evil.example",
+        "evil.example:8787",
+        "127.0.0.1.nip.example",
+        "192.168.1.20:8787",
+    ] {
+        let req = Request::get("/v1/health")
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .unwrap();
+        let r = h.call(req).await;
+        assert_error(&r, StatusCode::MISDIRECTED_REQUEST, "host_not_allowed");
+        // A rebinding page's pairing attempt, preflight or not.
+        let req = Request::post("/v1/pair")
+            .header(header::HOST, host)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(json!({"code": h.new_code()}).to_string()))
+            .unwrap();
+        assert_error(
+            &h.call(req).await,
+            StatusCode::MISDIRECTED_REQUEST,
+            "host_not_allowed",
+        );
+    }
+    assert_eq!(h.count("SELECT count(*) FROM devices"), 0);
+    for host in ["localhost:8787", "[::1]:8787", "127.0.0.1"] {
+        let req = Request::get("/v1/health")
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .unwrap();
+        assert_eq!(h.call(req).await.status, StatusCode::OK, "{host}");
+    }
+    // A configured public name is answered.
+    let h = harness_with(ApiConfig {
+        allowed_hosts: vec!["relay.example.com".into()],
+        ..ApiConfig::default()
+    });
+    let req = Request::get("/v1/health")
+        .header(header::HOST, "relay.example.com")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(h.call(req).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn pairing_needs_json() {
+    let h = harness();
+    let code = h.new_code();
+    for ct in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+    ] {
+        let mut req = Request::post("/v1/pair");
+        if let Some(ct) = ct {
+            req = req.header(header::CONTENT_TYPE, ct);
+        }
+        let req = req
+            .body(Body::from(
+                json!({"code": code, "device_name": "page"}).to_string(),
+            ))
+            .unwrap();
+        assert_error(
+            &h.call(req).await,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        );
+    }
+    assert_eq!(h.count("SELECT count(*) FROM devices"), 0);
+    let req = Request::post("/v1/pair")
+        .header(header::CONTENT_TYPE, "application/json; charset=utf-8")
+        .body(Body::from(
+            json!({"code": code, "device_name": "ext"}).to_string(),
+        ))
+        .unwrap();
+    assert_eq!(h.call(req).await.status, StatusCode::OK);
 }

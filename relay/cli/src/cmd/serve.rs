@@ -17,6 +17,13 @@ pub struct ServeArgs {
     /// Allow a non-loopback address (put TLS in front of it).
     #[arg(long)]
     pub allow_remote: bool,
+    /// A host name clients may address the relay by, besides localhost, 127.0.0.1 and [::1] (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub allow_host: Vec<String>,
+    /// The URL clients use to reach this relay through a proxy (e.g. https://relay.example.com/personkit/); its
+    /// host name is allowed.
+    #[arg(long, env = "PERSONKIT_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
     /// Most observations per batch.
     #[arg(long, default_value_t = personkit_shared::wire::DEFAULT_MAX_BATCH_ITEMS)]
     pub max_batch_items: usize,
@@ -35,6 +42,24 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     if !(a.rate_limit >= 0.0 && a.rate_limit.is_finite()) {
         bail!("--rate-limit must be a number of requests per second, 0 to disable");
     }
+    let mut allowed_hosts = a.allow_host.clone();
+    if let Some(url) = &a.public_url {
+        let host = url
+            .split_once("://")
+            .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""))
+            .and_then(config::host_name)
+            .with_context(|| {
+                format!("--public-url {url:?} is not a URL such as https://relay.example.com/")
+            })?;
+        allowed_hosts.push(host);
+    }
+    for h in &allowed_hosts {
+        if config::host_name(h).as_deref() != Some(h.to_ascii_lowercase().as_str()) {
+            bail!(
+                "--allow-host {h:?} is not a host name (give the name alone, without scheme or port)"
+            );
+        }
+    }
     let config = ServeConfig {
         db_path: a.db.path(),
         addr: a.addr,
@@ -45,6 +70,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             rate_limit: a.rate_limit,
             rate_burst: (a.rate_limit * 4.0).max(1.0),
             body_timeout: config::DEFAULT_BODY_TIMEOUT,
+            allowed_hosts,
         },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

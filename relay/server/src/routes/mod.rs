@@ -45,7 +45,32 @@ pub fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(log_request))
         .layer(cors())
+        .layer(middleware::from_fn_with_state(state.clone(), check_host))
         .with_state(state)
+}
+
+/// Refuses requests addressed to a name this relay does not answer to (DNS rebinding: a page whose own name
+/// now points at 127.0.0.1 sends its name as `Host`). Runs before everything else, CORS preflights included.
+async fn check_host(
+    State(st): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, AppError> {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.as_str().to_owned()));
+    match host {
+        Some(h) if st.config.host_allowed(&h) => Ok(next.run(req).await),
+        _ => Err(AppError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "host_not_allowed",
+            "this relay does not answer to that host name",
+            "connect to it as 127.0.0.1 or localhost, or start it with --allow-host <name> (or --public-url <url>)",
+        )),
+    }
 }
 
 /// CORS for browser-extension origins only.

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use personkit_store::auth::{self, AuthError};
 use serde::Deserialize;
@@ -21,13 +21,22 @@ struct PairRequest {
 
 pub(super) async fn post_pair(
     State(st): State<AppState>,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
-    if let Err(wait) = st.pair_limiter.check("pair") {
-        return Err(AppError::rate_limited(
-            wait,
-            "too many pairing attempts",
-            "try again",
+    // A web page can send `text/plain` without a CORS preflight; JSON needs one, and the relay grants CORS to
+    // extension origins only.
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(AppError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "a pairing request must be JSON",
+            "send Content-Type: application/json with {\"code\", \"device_name\"}",
         ));
     }
     let bytes = read_body(body, SMALL_BODY_BYTES, st.config.body_timeout)
@@ -66,12 +75,21 @@ pub(super) async fn post_pair(
                     .into_response(),
             )
         }
-        Err(AuthError::InvalidCode) => Err(AppError::new(
-            StatusCode::UNAUTHORIZED,
-            "invalid_pairing_code",
-            "the pairing code is wrong, expired or already used",
-            "run `personkit pair` on the relay for a fresh code (valid 10 minutes, one use)",
-        )),
+        // Only failures are limited: a valid, unexpired code always pairs, however many wrong ones came first
+        // (codes have 31^8 values and live 10 minutes, so guessing is hopeless at any rate this allows).
+        Err(AuthError::InvalidCode) => match st.pair_limiter.check("pair-failures") {
+            Err(wait) => Err(AppError::rate_limited(
+                wait,
+                "too many wrong pairing codes",
+                "check the code `personkit pair` printed",
+            )),
+            Ok(()) => Err(AppError::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_pairing_code",
+                "the pairing code is wrong, expired or already used",
+                "run `personkit pair` on the relay for a fresh code (valid 10 minutes, one use)",
+            )),
+        },
         Err(AuthError::Db(e)) => Err(e.into()),
         Err(e) => {
             tracing::error!(error = %e, "pairing failed");
