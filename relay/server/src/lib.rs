@@ -5,6 +5,7 @@
 //! It holds no SQL (it calls `personkit-store`) and no ranking (it calls `personkit-search`).
 
 pub mod config;
+pub mod conn;
 pub mod error;
 pub mod jobs;
 pub mod ratelimit;

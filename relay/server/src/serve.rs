@@ -1,5 +1,5 @@
 //! Running the server: bind (loopback unless told otherwise), announce the address and a pairing code on
-//! stdout, serve until SIGTERM/SIGINT, then shut down gracefully.
+//! stdout, serve connections ([`crate::conn`]) until SIGTERM/SIGINT, then shut down gracefully.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -14,6 +14,7 @@ use personkit_store::db::ServeLock;
 use personkit_store::{Db, DbError};
 
 use crate::config::ApiConfig;
+use crate::conn::{ConnLimits, fit_to_open_file_limit, serve_connections};
 use crate::state::AppState;
 use crate::{app, jobs};
 
@@ -24,6 +25,7 @@ pub struct ServeConfig {
     pub addr: String,
     pub allow_remote: bool,
     pub api: ApiConfig,
+    pub conn: ConnLimits,
 }
 
 /// Resolve `HOST:PORT` and check the loopback rule: a non-loopback address needs `allow_remote`.
@@ -55,6 +57,11 @@ pub async fn resolve_addr(addr: &str, allow_remote: bool) -> anyhow::Result<Sock
 /// `personkit: pairing code <CODE> (valid until <time>)`.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let addr = resolve_addr(&config.addr, config.allow_remote).await?;
+    ignore_file_size_signal();
+    let limits = ConnLimits {
+        max_connections: fit_to_open_file_limit(config.conn.max_connections),
+        ..config.conn
+    };
     // One relay per corpus: a second `serve` on the same file refuses, naming the first.
     let mut lock = ServeLock::acquire(&config.db_path).map_err(|e| match e {
         DbError::InUse { .. } => anyhow::anyhow!("{e}; stop it first, or pass another --db"),
@@ -101,15 +108,31 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     out.flush()?;
     drop(out);
     tracing::info!(%local, db = %config.db_path.display(), "relay started");
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("server failed")?;
+    serve_connections(listener, app(state), limits, shutdown_signal()).await;
     if let Some(w) = embed_worker {
         tokio::task::spawn_blocking(move || w.stop()).await?;
     }
     tracing::info!("relay stopped");
     Ok(())
+}
+
+/// A write past the file-size limit (`ulimit -f`) raises SIGXFSZ, whose default action kills the process. With a
+/// handler installed the write fails with EFBIG instead, the batch's transaction rolls back and the client gets a
+/// 503, keeping its turns.
+fn ignore_file_size_signal() {
+    #[cfg(unix)]
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ)) {
+        Ok(mut s) => {
+            tokio::spawn(async move {
+                while s.recv().await.is_some() {
+                    tracing::error!(
+                        "a write went past the file-size limit; the batch was not stored"
+                    );
+                }
+            });
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot catch SIGXFSZ"),
+    }
 }
 
 async fn shutdown_signal() {

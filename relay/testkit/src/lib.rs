@@ -149,6 +149,7 @@ pub struct Relay {
     pub db: PathBuf,
     extra: Vec<String>,
     env: Vec<(String, String)>,
+    launcher: Vec<String>,
     /// stderr of every run so far, oldest first.
     stderr_paths: Vec<PathBuf>,
     stdout: Arc<(Mutex<Lines>, Condvar)>,
@@ -163,12 +164,23 @@ impl Relay {
 
     /// [`Relay::start`] with extra environment variables (e.g. `PERSONKIT_EMBEDDER`).
     pub fn start_env(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Relay {
-        let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        Relay::start_under(db, extra, env, &[])
+    }
+
+    /// [`Relay::start_env`] run through a launcher command, e.g. `["prlimit", "--nofile=128"]`.
+    pub fn start_under(
+        db: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        launcher: &[&str],
+    ) -> Relay {
+        let owned = |v: &[&str]| -> Vec<String> { v.iter().map(|s| (*s).to_owned()).collect() };
+        let (extra, launcher) = (owned(extra), owned(launcher));
         let env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let (child, stdout, stderr_path) = spawn_serve(db, "127.0.0.1:0", &extra, &env);
+        let (child, stdout, stderr_path) = spawn_serve(db, "127.0.0.1:0", &extra, &env, &launcher);
         let mut relay = Relay {
             pid: child.id(),
             child: Arc::new(Mutex::new(child)),
@@ -176,6 +188,7 @@ impl Relay {
             db: db.to_path_buf(),
             extra,
             env,
+            launcher,
             stderr_paths: vec![stderr_path],
             stdout,
             http: Http::new(""),
@@ -213,7 +226,8 @@ impl Relay {
         let addr = format!("127.0.0.1:{}", self.port());
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let (child, stdout, stderr_path) = spawn_serve(&self.db, &addr, &self.extra, &self.env);
+            let (child, stdout, stderr_path) =
+                spawn_serve(&self.db, &addr, &self.extra, &self.env, &self.launcher);
             self.pid = child.id();
             self.child = Arc::new(Mutex::new(child));
             self.stdout = stdout;
@@ -384,13 +398,22 @@ fn spawn_serve(
     addr: &str,
     extra: &[String],
     env: &[(String, String)],
+    launcher: &[String],
 ) -> (Child, StdoutLines, PathBuf) {
     let dir = db.parent().expect("db has a parent dir").to_path_buf();
     let n = SPAWNED.fetch_add(1, Ordering::SeqCst);
     let stderr_path = dir.join(format!("relay-{}-{n}.stderr", std::process::id()));
     let stderr = std::fs::File::create(&stderr_path).expect("create stderr log");
     let bin = resolved_bin();
-    let mut child = Command::new(&bin)
+    let mut cmd = match launcher.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(&bin);
+            c
+        }
+        None => Command::new(&bin),
+    };
+    let mut child = cmd
         .arg("serve")
         .arg("--addr")
         .arg(addr)

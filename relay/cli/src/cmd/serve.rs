@@ -3,6 +3,7 @@
 use anyhow::{Context, bail};
 use clap::Args;
 use personkit_server::config::{self, ApiConfig};
+use personkit_server::conn::ConnLimits;
 use personkit_server::{ServeConfig, serve};
 
 use crate::args::DbArg;
@@ -30,6 +31,12 @@ pub struct ServeArgs {
     /// Most bytes per batch body.
     #[arg(long, default_value_t = personkit_shared::wire::DEFAULT_MAX_BATCH_BYTES)]
     pub max_batch_bytes: usize,
+    /// Connections served at once (more are answered 503); lowered to what the open-file limit allows.
+    #[arg(long, default_value_t = ConnLimits::default().max_connections, value_name = "N")]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers (and the longest a kept-alive connection may sit idle).
+    #[arg(long, default_value_t = ConnLimits::default().header_timeout.as_secs(), value_name = "SECS")]
+    pub header_timeout: u64,
     /// Requests per second per device token (burst 4x); 0 disables the limit.
     #[arg(long, default_value_t = config::DEFAULT_RATE_LIMIT, value_name = "REQ_PER_SEC")]
     pub rate_limit: f64,
@@ -38,6 +45,9 @@ pub struct ServeArgs {
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     if a.max_batch_items == 0 || a.max_batch_bytes == 0 {
         bail!("--max-batch-items and --max-batch-bytes must be at least 1");
+    }
+    if a.max_connections == 0 || a.header_timeout == 0 {
+        bail!("--max-connections and --header-timeout must be at least 1");
     }
     if !(a.rate_limit >= 0.0 && a.rate_limit.is_finite()) {
         bail!("--rate-limit must be a number of requests per second, 0 to disable");
@@ -71,6 +81,11 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             rate_burst: (a.rate_limit * 4.0).max(1.0),
             body_timeout: config::DEFAULT_BODY_TIMEOUT,
             allowed_hosts,
+        },
+        conn: ConnLimits {
+            max_connections: a.max_connections,
+            header_timeout: std::time::Duration::from_secs(a.header_timeout),
+            ..ConnLimits::default()
         },
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
