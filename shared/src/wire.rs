@@ -235,6 +235,43 @@ pub fn parse_observation(raw: &serde_json::Value) -> Result<Observation, Invalid
     Ok(obs)
 }
 
+/// [`parse_observation`] for an item given as JSON text: the text is read once, straight into the observation.
+/// Same rules and codes (a repeated field is malformed here; a parsed `Value` would have kept the last one).
+pub fn parse_observation_json(raw: &str) -> Result<Observation, Invalid> {
+    match serde_json::from_str::<Observation>(raw) {
+        Ok(obs) => {
+            validate(&obs)?;
+            Ok(obs)
+        }
+        Err(e) => {
+            if let Ok(Peek {
+                kind: Some(serde_json::Value::String(kind)),
+                ..
+            }) = serde_json::from_str::<Peek>(raw)
+                && kind != KIND_THREAD_TURN
+            {
+                return Err(Invalid::UnknownKind(truncate(&kind, 64)));
+            }
+            Err(Invalid::Malformed(quote_safely(&e.to_string(), 200)))
+        }
+    }
+}
+
+/// The `source_surface` string of an item given as JSON text, if it has one.
+pub fn surface_of_json(raw: &str) -> Option<String> {
+    match serde_json::from_str::<Peek>(raw).ok()?.source_surface? {
+        serde_json::Value::String(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The fields an unparseable item is looked at for: any JSON value each, every other field ignored.
+#[derive(Deserialize)]
+struct Peek {
+    kind: Option<serde_json::Value>,
+    source_surface: Option<serde_json::Value>,
+}
+
 /// True for `browser-ext:<name>`, `import:<name>`, `harvest:<name>`.
 pub fn is_valid_surface(surface: &str) -> bool {
     let Some((prefix, name)) = surface.split_once(':') else {
@@ -521,6 +558,35 @@ mod tests {
             let err = parse_observation(&v).err().map(|e| e.code());
             assert_eq!(err, Some(code), "case {code}: {v}");
         }
+    }
+
+    #[test]
+    fn json_text_and_parsed_items_get_the_same_answers() {
+        let mut cases = vec![valid()];
+        for (path, value) in [
+            ("kind", json!("other")),
+            ("kind", json!(7)),
+            ("source_surface", json!("nope")),
+            ("thread_id", json!("x")),
+            ("turn", json!(null)),
+            ("client", json!([])),
+        ] {
+            let mut v = valid();
+            v[path] = value;
+            cases.push(v);
+        }
+        cases.push(json!([1, 2]));
+        cases.push(json!("text"));
+        for v in cases {
+            let a = parse_observation(&v).map_err(|e| e.code());
+            let b = parse_observation_json(&v.to_string()).map_err(|e| e.code());
+            assert_eq!(a, b, "{v}");
+        }
+        assert_eq!(
+            surface_of_json(r#"{"source_surface":"browser-ext:claude","turn":5}"#).as_deref(),
+            Some("browser-ext:claude")
+        );
+        assert_eq!(surface_of_json("[1]"), None);
     }
 
     #[test]

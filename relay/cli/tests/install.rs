@@ -20,10 +20,17 @@ fn install_cli_puts_personkit_on_a_path_the_shell_uses() {
     };
     // Not on PATH yet: it says so and prints the line to add.
     let out = run("/usr/bin:/bin");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let said = String::from_utf8_lossy(&out.stdout);
     let dir = home.path().join(".local/bin");
-    assert!(said.contains("is not on your PATH") && said.contains("export PATH="), "{said}");
+    assert!(
+        said.contains("is not on your PATH") && said.contains("export PATH="),
+        "{said}"
+    );
     // Installed and runnable by name from a shell whose PATH has the folder; a second run is harmless.
     let path_var = format!("{}:/usr/bin:/bin", dir.display());
     let out = run(&path_var);
@@ -34,7 +41,11 @@ fn install_cli_puts_personkit_on_a_path_the_shell_uses() {
         .env("PATH", &path_var)
         .output()
         .unwrap();
-    assert!(version.status.success(), "{}", String::from_utf8_lossy(&version.stderr));
+    assert!(
+        version.status.success(),
+        "{}",
+        String::from_utf8_lossy(&version.stderr)
+    );
     assert!(String::from_utf8_lossy(&version.stdout).starts_with("personkit "));
     // A missing build is a clear error.
     let out = Command::new(&script)

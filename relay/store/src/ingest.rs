@@ -12,12 +12,12 @@
 //! reordering of the same batches yields the same corpus (only `pk`, `received_at`, `origin_seq` and
 //! provenance rows depend on arrival order).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use personkit_shared::ids;
 use personkit_shared::wire::{
     ApiError, BatchResponse, Invalid, ItemResult, ItemStatus, Observation, is_valid_surface,
-    parse_observation, quote_safely,
+    parse_observation, parse_observation_json, quote_safely, surface_of_json,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use time::{Duration, OffsetDateTime};
@@ -55,6 +55,34 @@ struct Ready {
     occurred_at: Option<String>,
 }
 
+/// One item of a batch as a client sent it.
+#[derive(Debug, Clone, Copy)]
+pub enum RawItem<'a> {
+    /// Parsed JSON (importers, tests).
+    Value(&'a serde_json::Value),
+    /// The item's JSON text, borrowed from the request body (the server: content is read once, straight into the
+    /// observation).
+    Json(&'a str),
+}
+
+impl RawItem<'_> {
+    fn parse(self) -> Result<Observation, Invalid> {
+        match self {
+            RawItem::Value(v) => parse_observation(v),
+            RawItem::Json(s) => parse_observation_json(s),
+        }
+    }
+
+    /// The item's surface, when it names a valid one (a rejection still counts against that surface's health).
+    fn surface(self) -> Option<String> {
+        let s = match self {
+            RawItem::Value(v) => v.get("source_surface")?.as_str()?.to_owned(),
+            RawItem::Json(s) => surface_of_json(s)?,
+        };
+        is_valid_surface(&s).then_some(s)
+    }
+}
+
 /// Validate and store one batch of raw items. Invalid items are rejected on their own; the valid ones are stored
 /// in a single transaction. Works on any corpus connection (the server's writer, or a plain connection from
 /// [`crate::db::open`]).
@@ -64,21 +92,27 @@ pub fn ingest_batch(
     items: &[serde_json::Value],
     now: OffsetDateTime,
 ) -> Result<BatchResponse, StorageError> {
+    let raw: Vec<RawItem<'_>> = items.iter().map(RawItem::Value).collect();
+    ingest_items(conn, origin, &raw, now)
+}
+
+/// [`ingest_batch`] over items of any [`RawItem`] form.
+pub fn ingest_items(
+    conn: &mut Connection,
+    origin: &Origin,
+    items: &[RawItem<'_>],
+    now: OffsetDateTime,
+) -> Result<BatchResponse, StorageError> {
     let mut results: Vec<Option<ItemResult>> = vec![None; items.len()];
     let mut ready = Vec::with_capacity(items.len());
     // (surface if valid, code, message) of each rejection, for capture health.
     let mut rejections: Vec<(Option<String>, ApiError)> = Vec::new();
     for (index, raw) in items.iter().enumerate() {
-        match check_item(raw) {
+        match raw.parse().and_then(check_item) {
             Ok(r) => ready.push(Ready { index, ..r }),
             Err(err) => {
-                let surface = raw
-                    .get("source_surface")
-                    .and_then(|s| s.as_str())
-                    .filter(|s| is_valid_surface(s))
-                    .map(str::to_owned);
                 let api = err.to_api_error();
-                rejections.push((surface, api.clone()));
+                rejections.push((raw.surface(), api.clone()));
                 results[index] = Some(rejected(index, api));
             }
         }
@@ -140,8 +174,7 @@ fn rejected(index: usize, error: ApiError) -> ItemResult {
     }
 }
 
-fn check_item(raw: &serde_json::Value) -> Result<Ready, Invalid> {
-    let obs = parse_observation(raw)?;
+fn check_item(obs: Observation) -> Result<Ready, Invalid> {
     let captured_at = normalize_time(&obs.turn.captured_at).ok_or(Invalid::BadTimestamp {
         field: "turn.captured_at",
     })?;
@@ -168,6 +201,42 @@ pub fn position_key(message_key: Option<&str>, ordinal: Option<u32>) -> Option<S
     }
 }
 
+/// What a batch says about one thread, applied once at the end of the batch: first and last seen are the min and
+/// max of its items' capture times; title and url follow the latest item that has one (by capture time, then
+/// batch order), and replace the stored one only if that item is at least as new as the thread's last capture.
+#[derive(Debug, Default)]
+struct ThreadSeen {
+    first: String,
+    last: String,
+    title: Option<(String, String)>,
+    url: Option<(String, String)>,
+    /// The thread existed before this batch, or the batch has more than the item that created it.
+    needs_update: bool,
+}
+
+impl ThreadSeen {
+    fn add(&mut self, r: &Ready) {
+        let at = &r.captured_at;
+        if self.first.is_empty() || *at < self.first {
+            self.first.clone_from(at);
+        }
+        if *at > self.last {
+            self.last.clone_from(at);
+        }
+        let newer = |cur: &Option<(String, String)>| cur.as_ref().is_none_or(|(t, _)| at >= t);
+        if let Some(t) = &r.obs.title
+            && newer(&self.title)
+        {
+            self.title = Some((at.clone(), t.clone()));
+        }
+        if let Some(u) = &r.obs.url
+            && newer(&self.url)
+        {
+            self.url = Some((at.clone(), u.clone()));
+        }
+    }
+}
+
 /// Per-transaction state: the origin's sequence counter, provenance rows and threads seen in this batch.
 struct Writer<'a> {
     tx: &'a Transaction<'a>,
@@ -176,7 +245,7 @@ struct Writer<'a> {
     last_seq: i64,
     start_seq: i64,
     provenance: HashMap<(String, String), i64>,
-    known_threads: HashSet<String>,
+    threads: HashMap<String, ThreadSeen>,
     accepted: HashMap<String, u64>,
 }
 
@@ -201,7 +270,7 @@ impl<'a> Writer<'a> {
             last_seq,
             start_seq: last_seq,
             provenance: HashMap::new(),
-            known_threads: HashSet::new(),
+            threads: HashMap::new(),
             accepted: HashMap::new(),
         })
     }
@@ -227,26 +296,20 @@ impl<'a> Writer<'a> {
         Ok(id)
     }
 
-    fn upsert_thread(&mut self, r: &Ready) -> Result<(), StorageError> {
+    /// Creates the thread at its first item (messages reference it); later items only update what this batch
+    /// knows about it, written once by [`Writer::update_threads`].
+    fn see_thread(&mut self, r: &Ready) -> Result<(), StorageError> {
         let o = &r.obs;
-        let exists = self.known_threads.contains(&o.thread_id)
-            || self
-                .tx
-                .prepare_cached("SELECT 1 FROM threads WHERE id = ?1")?
-                .exists([&o.thread_id])?;
-        if exists {
-            // first/last seen are min/max of captured_at; title and url follow the latest capture that has one.
-            self.tx
-                .prepare_cached(
-                    "UPDATE threads SET
-                        title = CASE WHEN ?2 IS NOT NULL AND (title IS NULL OR ?4 >= last_seen_at) THEN ?2 ELSE title END,
-                        url = CASE WHEN ?3 IS NOT NULL AND (url IS NULL OR ?4 >= last_seen_at) THEN ?3 ELSE url END,
-                        first_seen_at = min(first_seen_at, ?4),
-                        last_seen_at = max(last_seen_at, ?4)
-                     WHERE id = ?1",
-                )?
-                .execute(params![o.thread_id, o.title, o.url, r.captured_at])?;
-        } else {
+        if let Some(seen) = self.threads.get_mut(&o.thread_id) {
+            seen.needs_update = true;
+            seen.add(r);
+            return Ok(());
+        }
+        let existed = self
+            .tx
+            .prepare_cached("SELECT 1 FROM threads WHERE id = ?1")?
+            .exists([&o.thread_id])?;
+        if !existed {
             let seq = self.next_seq();
             self.tx
                 .prepare_cached(
@@ -265,13 +328,40 @@ impl<'a> Writer<'a> {
                     seq
                 ])?;
         }
-        self.known_threads.insert(o.thread_id.clone());
+        let mut seen = ThreadSeen {
+            needs_update: existed,
+            ..ThreadSeen::default()
+        };
+        seen.add(r);
+        self.threads.insert(o.thread_id.clone(), seen);
+        Ok(())
+    }
+
+    /// Applies what the batch saw of each thread, one statement per thread. SQLite evaluates every SET
+    /// expression on the row as it was, so the title and url tests compare with the last capture before this
+    /// batch, as an item-by-item update would.
+    fn update_threads(&mut self) -> Result<(), StorageError> {
+        let mut update = self.tx.prepare_cached(
+            "UPDATE threads SET
+                title = CASE WHEN ?2 IS NOT NULL AND (title IS NULL OR ?3 >= last_seen_at) THEN ?2 ELSE title END,
+                url = CASE WHEN ?4 IS NOT NULL AND (url IS NULL OR ?5 >= last_seen_at) THEN ?4 ELSE url END,
+                first_seen_at = min(first_seen_at, ?6),
+                last_seen_at = max(last_seen_at, ?7)
+             WHERE id = ?1",
+        )?;
+        for (id, seen) in self.threads.iter().filter(|(_, s)| s.needs_update) {
+            let (title_at, title) = seen.title.clone().unzip();
+            let (url_at, url) = seen.url.clone().unzip();
+            update.execute(params![
+                id, title, title_at, url, url_at, seen.first, seen.last
+            ])?;
+        }
         Ok(())
     }
 
     fn store(&mut self, r: &Ready) -> Result<ItemResult, StorageError> {
         let o = &r.obs;
-        self.upsert_thread(r)?;
+        self.see_thread(r)?;
         *self.accepted.entry(o.source_surface.clone()).or_insert(0) += 1;
         let thread_uuid = uuid::Uuid::parse_str(&o.thread_id).unwrap_or_default();
         let message_id = ids::message_id(&thread_uuid, &o.turn.content_hash)
@@ -323,11 +413,11 @@ impl<'a> Writer<'a> {
         }
 
         let obs_seq = self.next_seq();
-        let attrs = serde_json::json!({
-            "chars": o.turn.content.chars().count(),
-            "has_code": o.turn.content.contains("```"),
-        })
-        .to_string();
+        let attrs = format!(
+            r#"{{"chars":{},"has_code":{}}}"#,
+            o.turn.content.chars().count(),
+            o.turn.content.contains("```")
+        );
         self.tx
             .prepare_cached(
                 "INSERT OR IGNORE INTO persona_observations(id, kind, source_surface, thread_id, message_id, role,
@@ -414,7 +504,8 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
-    fn finish(self) -> Result<(), StorageError> {
+    fn finish(mut self) -> Result<(), StorageError> {
+        self.update_threads()?;
         for (surface, n) in &self.accepted {
             self.tx
                 .prepare_cached(

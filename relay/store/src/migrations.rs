@@ -33,6 +33,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(3, "0003_revision_order_index"),
     migration!(4, "0004_search_vec_log"),
     migration!(5, "0005_search_vec_log_pruning"),
+    migration!(6, "0006_drop_redundant_position_index"),
 ];
 
 /// The schema version this build writes.

@@ -6,7 +6,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::{Extension, Json};
 use personkit_shared::wire::BatchResponse;
-use personkit_store::ingest::{self, Origin, StorageError};
+use personkit_store::ingest::{self, Origin, RawItem};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// A batch body with its items as borrowed JSON text.
+#[derive(Deserialize)]
+struct Batch<'a> {
+    #[serde(borrow)]
+    observations: Vec<&'a RawValue>,
+}
 
 use super::{malformed_json, read_body};
 use crate::error::AppError;
@@ -44,42 +53,36 @@ pub(super) async fn post_observations(
                 )
             })
         })?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| malformed_json(&e))?;
-    let items = match value {
-        serde_json::Value::Object(mut map) => match map.remove("observations") {
-            Some(serde_json::Value::Array(items)) => items,
-            _ => return Err(malformed_batch()),
-        },
-        _ => return Err(malformed_batch()),
-    };
-    if items.len() > max_items {
-        return Err(AppError::too_large(
-            format!(
-                "the batch has {} observations, over the limit of {max_items}",
-                items.len()
-            ),
-            max_items,
-            max_bytes,
-        ));
-    }
     let now = st.clock.now();
     let origin = Origin {
         device_id: device.id.clone(),
     };
     let db = st.db.clone();
-    let resp = tokio::task::spawn_blocking(move || {
-        db.write(|c| {
-            let resp = ingest::ingest_batch(c, &origin, &items, now)?;
-            Ok::<_, StorageError>(resp)
-        })
+    // Parsing and storing run on a blocking thread. Each item stays JSON text borrowed from the body, parsed once
+    // into its observation by ingest, so one bad item is rejected on its own.
+    let resp = tokio::task::spawn_blocking(move || -> Result<BatchResponse, AppError> {
+        let items = match serde_json::from_slice::<Batch<'_>>(&bytes) {
+            Ok(b) => b.observations,
+            Err(e) if e.classify() == serde_json::error::Category::Data => {
+                return Err(malformed_batch());
+            }
+            Err(e) => return Err(malformed_json(&e)),
+        };
+        if items.len() > max_items {
+            return Err(AppError::too_large(
+                format!(
+                    "the batch has {} observations, over the limit of {max_items}",
+                    items.len()
+                ),
+                max_items,
+                max_bytes,
+            ));
+        }
+        let items: Vec<RawItem<'_>> = items.iter().map(|r| RawItem::Json(r.get())).collect();
+        Ok(db.write(|c| ingest::ingest_items(c, &origin, &items, now))?)
     })
     .await
-    .map_err(|_| AppError::internal())?;
-    let resp = match resp {
-        Ok(r) => r,
-        Err(e) => return Err(e.into()),
-    };
+    .map_err(|_| AppError::internal())??;
     tracing::info!(
         device_id = %device.id,
         stored = resp.stored,
