@@ -404,6 +404,7 @@ async function pair(msg) {
     code: msg.code,
     settings: S.settings,
     user_agent: navigator.userAgent,
+    allow_plain_http: msg.allowPlainHttp === true,
   });
   if (req.error) return { ok: false, error: req.error };
   const base = req.relay;

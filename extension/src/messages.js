@@ -52,7 +52,10 @@
       from: 'popup',
       fields: { patterns: (v) => Array.isArray(v) && v.every((p) => typeof p === 'string') },
     },
-    [MSG.PAIR]: { from: 'popup', fields: { relayUrl: isString(1024), code: isString(1024) } },
+    [MSG.PAIR]: {
+      from: 'popup',
+      fields: { relayUrl: isString(1024), code: isString(1024), allowPlainHttp: optional((v) => typeof v === 'boolean') },
+    },
     [MSG.DEBUG]: { from: 'popup', fields: {} },
     [MSG.FLUSH]: { from: 'popup', fields: {} },
   });
@@ -103,7 +106,7 @@
     popupState: () => ({ type: MSG.POPUP_STATE }),
     setSettings: (patch, intent) => ({ type: MSG.SET_SETTINGS, patch, intent }),
     setPatterns: (patterns) => ({ type: MSG.SET_PATTERNS, patterns }),
-    pair: (relayUrl, code) => ({ type: MSG.PAIR, relayUrl, code }),
+    pair: (relayUrl, code, allowPlainHttp) => ({ type: MSG.PAIR, relayUrl, code, allowPlainHttp }),
     debug: () => ({ type: MSG.DEBUG }),
     flush: () => ({ type: MSG.FLUSH }),
   });

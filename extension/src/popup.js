@@ -260,7 +260,7 @@ $('pair-button').addEventListener('click', async () => {
   // Pairing spends a one-time code: it is sent once (no retry), and a failure is shown.
   let r = null;
   try {
-    r = await sendOnce(M.make.pair($('relay-url').value.trim(), $('pair-code').value.trim()), 30000);
+    r = await sendOnce(M.make.pair($('relay-url').value.trim(), $('pair-code').value.trim(), $('allow-plain-http').checked), 30000);
   } catch (e) {
     r = { ok: false, error: `Pairing did not complete: ${e.message}` };
   }

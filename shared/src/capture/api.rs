@@ -567,13 +567,16 @@ struct PairInput {
     /// The browser's user agent (names the device on the relay).
     #[serde(default)]
     user_agent: String,
+    /// The user ticked the override that allows plain http to a relay that is not on this computer.
+    #[serde(default)]
+    allow_plain_http: bool,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum PairRequest {
     Send { relay: String, body: String },
-    Refused { error: &'static str },
+    Refused { error: String },
 }
 
 #[derive(Debug, Serialize)]
@@ -582,25 +585,29 @@ struct PairBody<'a> {
     device_name: &'a str,
 }
 
-/// The popup's Pair button: `{relay_url, code, settings, user_agent}` → `{relay, body}` (the origin to POST
-/// `/v1/pair` to, and the body to send) or `{error}` for the user.
+/// The popup's Pair button: `{relay_url, code, settings, user_agent, allow_plain_http}` → `{relay, body}` (the
+/// relay base to POST `/v1/pair` under, and the body to send) or `{error}` for the user. The relay must be
+/// `https`, or plain `http` on a loopback host, unless `allow_plain_http`.
 pub fn pair_request(input: &str) -> Result<String> {
     let i: PairInput = parse(input)?;
     let typed = i.relay_url.trim();
-    let relay = settings::relay_origin(if typed.is_empty() {
-        &i.settings.relay_url
-    } else {
-        typed
-    });
+    let relay = settings::relay_base(
+        if typed.is_empty() {
+            &i.settings.relay_url
+        } else {
+            typed
+        },
+        i.allow_plain_http,
+    );
     let code = i.code.trim();
     to_json(&match relay {
-        None => PairRequest::Refused {
-            error: "Enter the relay URL, e.g. http://127.0.0.1:8787",
+        Err(e) => PairRequest::Refused {
+            error: e.to_string(),
         },
-        Some(_) if code.is_empty() || code.len() > 64 => PairRequest::Refused {
-            error: "Enter the pairing code that `personkit pair` printed",
+        Ok(_) if code.is_empty() || code.len() > 64 => PairRequest::Refused {
+            error: "Enter the pairing code that `personkit pair` printed".to_owned(),
         },
-        Some(relay) => PairRequest::Send {
+        Ok(relay) => PairRequest::Send {
             relay,
             body: to_json(&PairBody {
                 code,
@@ -659,7 +666,7 @@ struct PairedInput {
     queue: QueueState,
     #[serde(default)]
     settings: Settings,
-    /// The relay origin that issued the token.
+    /// The relay base that issued the token (as `pair_request` returned it).
     relay: String,
 }
 
@@ -673,8 +680,9 @@ struct Paired {
 /// again, right away, and the settings name that relay.
 pub fn on_paired(input: &str) -> Result<String> {
     let mut i: PairedInput = parse(input)?;
-    let relay = settings::relay_origin(&i.relay)
-        .ok_or_else(|| ApiCallError::Refused(format!("`{}` is not a relay origin", i.relay)))?;
+    let relay = settings::parse_relay_url(&i.relay)
+        .ok_or_else(|| ApiCallError::Refused(format!("`{}` is not a relay URL", i.relay)))?
+        .base;
     i.queue.on_paired();
     to_json(&Paired {
         queue: i.queue,
@@ -1184,7 +1192,7 @@ mod tests {
             json!({"settings": {"relayUrl": "http://127.0.0.1:9/x", "rev": 4},
             "skipped": "nope", "stats": [], "patterns": ["a"], "active_patterns": null}),
         );
-        assert_eq!(odd["settings"]["relayUrl"], "http://127.0.0.1:9");
+        assert_eq!(odd["settings"]["relayUrl"], "http://127.0.0.1:9/x");
         assert_eq!(odd["settings"]["rev"], 4);
         assert_eq!(odd["skipped"], json!([]));
         assert_eq!(odd["stats"], json!({}));
@@ -1232,6 +1240,14 @@ mod tests {
         assert_eq!(paired["settings"]["rev"], 3);
         assert_eq!(paired["settings"]["relayUrl"], "http://127.0.0.1:8787");
         assert!(on_paired(&json!({"relay": "nope"}).to_string()).is_err());
+        let sub = call(
+            on_paired,
+            json!({"relay": "https://host.example/personkit"}),
+        );
+        assert_eq!(
+            sub["settings"]["relayUrl"],
+            "https://host.example/personkit"
+        );
         let answer =
             |status: u16, body: &str| call(pair_response, json!({"status": status, "body": body}));
         assert_eq!(
@@ -1251,6 +1267,49 @@ mod tests {
             answer(200, "{}")["error"],
             "Pairing failed: HTTP 200.",
             "a 2xx without a token is not a pairing"
+        );
+    }
+
+    /// Regression (hardening issue, item 11): pairing accepted `http://relay.example.com:8787`, so the token
+    /// would have crossed the network in clear text; a relay under a sub-path keeps its path.
+    #[test]
+    fn pairing_refuses_plain_http_to_a_remote_relay_and_keeps_a_sub_path() {
+        let req = |url: &str, allow: bool| {
+            call(
+                pair_request,
+                json!({"relay_url": url, "code": "ABCD-EFGH", "allow_plain_http": allow}),
+            )
+        };
+        let refused = req("http://relay.example.com:8787", false);
+        assert_eq!(refused["relay"], Value::Null);
+        let error = refused["error"].as_str().unwrap();
+        assert!(
+            error.contains("unencrypted") && error.contains("https"),
+            "{error}"
+        );
+        assert_eq!(
+            req("http://relay.example.com:8787", true)["relay"],
+            "http://relay.example.com:8787",
+            "the explicit override"
+        );
+        assert_eq!(
+            req("https://relay.example.com/personkit/", false)["relay"],
+            "https://relay.example.com/personkit"
+        );
+        assert_eq!(
+            req("http://localhost:8787", false)["relay"],
+            "http://localhost:8787"
+        );
+        // The stored default is checked the same way when the box is left empty.
+        let from_settings = call(
+            pair_request,
+            json!({"code": "x", "settings": {"relayUrl": "http://10.1.2.3:8787"}}),
+        );
+        assert!(
+            from_settings["error"]
+                .as_str()
+                .unwrap()
+                .contains("unencrypted")
         );
     }
 
