@@ -6,7 +6,9 @@
 //!   own storage; then rewrites `history` to a second conversation and injects turns claiming a third
 //!   conversation and another surface. The corpus must hold exactly the page's own turns, each under the thread
 //!   id derived from the URL the frame had when the turn was read, nothing else on any surface, and nothing the
-//!   page read may contain the token. The content script's isolated world cannot read the token either.
+//!   page read may contain the token. The content script's isolated world cannot read the token either, and
+//!   its messages naming another conversation or site are refused (the conversation is the sending frame's as
+//!   the browser reports it).
 //! - `token_lives_outside_storage_local_and_migrates`: the token is in the extension origin's IndexedDB, not in
 //!   storage.local; a token left in storage.local by an older version is moved there (and deleted) when the
 //!   worker restarts, and delivery works with it afterwards.
@@ -145,6 +147,36 @@ fn hostile_page_cannot_steer_capture_or_read_the_token() {
             .is_some_and(|v| v.starts_with("refused")),
         "storage.session (settings intents) must be closed to content scripts: {seen}"
     );
+
+    // A compromised content script (its isolated world) names other conversations and another site in its
+    // messages: the worker takes the conversation from the browser's record of the sending frame only, so each is
+    // refused as stale and nothing is queued, skipped or answered for the named conversation (the final corpus
+    // check finds any FORGED text or a thread the page's URL never named).
+    let forged = tab
+        .eval_in(
+            world,
+            r#"(async () => {
+  const M = globalThis.personkitMessages;
+  const turns = [{role: 'user', text: 'FORGED by the isolated world for another conversation'}];
+  const out = {};
+  out.otherConversation = await chrome.runtime.sendMessage(M.make.capture('https://chatgpt.com/c/someone-else', 'x', turns));
+  out.otherSite = await chrome.runtime.sendMessage(M.make.capture('https://claude.ai/chat/someone-else', 'x', turns));
+  out.skipOther = await chrome.runtime.sendMessage(M.make.toggleSkip('https://chatgpt.com/c/someone-else'));
+  out.helloOther = await chrome.runtime.sendMessage(M.make.hello('https://chatgpt.com/c/someone-else'));
+  return out;
+})()"#,
+        )
+        .unwrap();
+    eprintln!("isolated world naming other conversations: {forged}");
+    for k in ["otherConversation", "otherSite", "skipOther", "helloOther"] {
+        assert_eq!(
+            forged[k]["stale"],
+            json!(true),
+            "{k}: the worker acted on a conversation named by the message: {forged}"
+        );
+    }
+    assert_eq!(forged["otherConversation"]["queued"], json!(0));
+    assert_eq!(forged["helloOther"]["surface"], Value::Null);
 
     // Phase 1 lands (the page's own first conversation), then the page rewrites history and injects turns.
     let mut first = case.clone();

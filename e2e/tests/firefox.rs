@@ -1,7 +1,8 @@
 //! Firefox ESR end to end: the built `dist/firefox` installed as a temporary add-on through geckodriver, paired
 //! through its popup against the real relay (the token ends up in the extension's IndexedDB, not in
 //! storage.local), each site toggle clicked exactly once (one popup closed in the instant of the click) and never
-//! lost, and three fixture cases (ChatGPT short and streaming, Claude long) captured exactly as expected.
+//! lost, and four fixture cases (ChatGPT short, streaming and single-page navigation, Claude long) captured
+//! exactly as expected.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -157,7 +158,14 @@ fn firefox_captures_chatgpt_and_claude() {
 
     // Fixtures under the real host names (forceResolve maps them to 127.0.0.1; the port is the fixture server's).
     let mut failures = Vec::new();
-    for name in ["chatgpt/short", "chatgpt/streaming", "claude/long"] {
+    // spa_navigation: the conversation is taken from the browser's record of the page, which has to follow
+    // `history.pushState` in Firefox too.
+    for name in [
+        "chatgpt/short",
+        "chatgpt/streaming",
+        "claude/long",
+        "chatgpt/spa_navigation",
+    ] {
         let (dir, _) = name.split_once('/').unwrap();
         let case = fixtures::cases(dir)
             .unwrap()
@@ -165,6 +173,9 @@ fn firefox_captures_chatgpt_and_claude() {
             .find(|c| c.name == name)
             .unwrap();
         server.route(&case.expected.path, case.page());
+        for p in &case.expected.extra_paths {
+            server.route(p, case.page());
+        }
         ff.navigate(&format!(
             "https://{}:{}{}",
             case.expected.host, server.port, case.expected.path

@@ -157,24 +157,26 @@ function json(fn, input) {
   return JSON.parse(fn(JSON.stringify(input)));
 }
 
-/** What the core needs to judge a page: the URL the browser vouched for, the time, and the user's choices. */
-function pageInput(url) {
-  return { url, now_ms: Date.now(), settings: S.settings, skipped: S.skipped };
+/** What the core needs to judge a content script's page: the browser's record of the sender (the page, and so
+ * the conversation, is only ever taken from it), the URL the script claims (only compared with that record), the
+ * time, and the user's choices. */
+function pageInput(sender, msg) {
+  return { ...M.senderPage(sender), claimed_url: msg.url, now_ms: Date.now(), settings: S.settings, skipped: S.skipped };
 }
 
 // ---- content-script requests -----------------------------------------------------------------------------------
 
 function hello(sender, msg) {
-  const p = json(core.pageState, pageInput(M.senderPageUrl(sender, msg.url)));
+  const p = json(core.pageState, pageInput(sender, msg));
+  if (p.stale) return { stale: true, surface: null, state: 'off' };
   if (!p.surface) return { surface: null, state: 'off' };
   return p;
 }
 
 async function captureTurns(sender, msg) {
-  const url = M.senderPageUrl(sender, msg.url);
   const out = await exclusive(async () => {
     const r = json(core.capture, {
-      ...pageInput(url),
+      ...pageInput(sender, msg),
       title: msg.title,
       turns: msg.turns,
       stats: S.stats,
@@ -196,20 +198,20 @@ async function captureTurns(sender, msg) {
     console.warn('personkit: refused a capture message:', out.invalid);
     return { error: M.ERR.INVALID };
   }
+  if (out.stale) return { queued: 0, stale: true, state: out.state };
   if (out.queued > 0) scheduleFlush(core.flushDelayMs(S.fast));
   if (out.state !== 'capturing') return { queued: 0, state: out.state };
   return { queued: out.queued, already_seen: out.already_seen, near_full: out.near_full, state: out.state };
 }
 
 async function toggleSkip(sender, msg) {
-  const url = M.senderPageUrl(sender, msg.url);
   return exclusive(async () => {
-    const r = json(core.toggleSkip, pageInput(url));
+    const r = json(core.toggleSkip, pageInput(sender, msg));
     if (r.changed) {
       S.skipped = r.skipped;
       await persist(['skipped']);
     }
-    return { state: r.state };
+    return r.stale ? { stale: true, state: r.state } : { state: r.state };
   });
 }
 
@@ -260,11 +262,46 @@ async function post(body, token) {
   }
 }
 
+// Held turns (the relay rejected them) get one retry when the extension's version or the relay changed; the
+// relay is looked at (`GET /v1/health`, no token) at most every RELAY_CHECK_MS while delivering.
+const RELAY_CHECK_MS = 10 * 60 * 1000;
+let relayCheckedAt = 0;
+
+/** Runs the core's upkeep of held turns; `relayHealth` is the relay's /v1/health body, or null. Inside `exclusive`. */
+async function maintainQueue(relayHealthBody) {
+  const r = json(core.maintain, {
+    queue: S.queue,
+    now_ms: Date.now(),
+    app_version: APP_VERSION,
+    relay: relayHealthBody == null ? undefined : relayBase(),
+    relay_health: relayHealthBody == null ? undefined : relayHealthBody,
+    fast: S.fast,
+  });
+  if (!r.changed) return r;
+  S.queue = r.queue;
+  await persist(['queue']);
+  return r;
+}
+
+async function checkRelay() {
+  if (Date.now() - relayCheckedAt < RELAY_CHECK_MS) return;
+  relayCheckedAt = Date.now();
+  let body = null;
+  try {
+    const res = await fetchWithTimeout(`${relayBase()}/v1/health`, {});
+    if (res.ok) body = await res.text();
+  } catch {
+    body = null;
+  }
+  if (body != null) await exclusive(() => maintainQueue(body));
+}
+
 async function flush() {
   await ready;
   if (flushing) return;
   flushing = true;
   try {
+    if (S.token) await checkRelay();
     for (let round = 0; round < 100; round++) {
       const token = S.token;
       if (!token) return; // not paired (or signed out after a 401): keep everything until pairing
@@ -425,6 +462,7 @@ async function pair(msg) {
     await saveTokenRecord({ token: answer.token, relay: base });
     S.token = answer.token;
     S.tokenRelay = base;
+    relayCheckedAt = 0;
     const r = json(core.onPaired, { queue: S.queue, settings: S.settings, relay: base });
     S.settings = r.settings;
     S.queue = r.queue;
@@ -432,6 +470,15 @@ async function pair(msg) {
   });
   scheduleFlush(0);
   return { ok: true };
+}
+
+async function clearHeld() {
+  return exclusive(async () => {
+    const r = json(core.clearHeld, { queue: S.queue });
+    S.queue = r.queue;
+    await persist(['queue']);
+    return { ok: true, cleared: r.cleared };
+  });
 }
 
 async function debugInfo() {
@@ -510,6 +557,8 @@ async function handle(raw, sender) {
       return setPatterns(msg);
     case M.MSG.PAIR:
       return pair(msg);
+    case M.MSG.CLEAR_HELD:
+      return clearHeld();
     case M.MSG.DEBUG:
       return debugInfo();
     case M.MSG.FLUSH:
@@ -542,7 +591,11 @@ chrome.storage.onChanged.addListener((changes, area) => {
 });
 
 chrome.alarms.onAlarm.addListener((alarm) => {
-  if (alarm.name === ALARM) ready.then(() => scheduleFlush(0));
+  if (alarm.name !== ALARM) return;
+  ready
+    .then(() => exclusive(() => maintainQueue(null)))
+    .catch((e) => console.warn('personkit: held turns upkeep', e && e.message))
+    .then(() => scheduleFlush(0));
 });
 
 chrome.runtime.onInstalled.addListener(() => {
@@ -558,6 +611,10 @@ chrome.runtime.onStartup.addListener(() => {
 ready.then(
   () => {
     exclusive(() => applyIntents(null)).then((changed) => changed && broadcast(), (e) => console.warn('personkit: settings intent', e && e.message));
+    exclusive(() => maintainQueue(null)).then(
+      (r) => r.requeued > 0 && scheduleFlush(0),
+      (e) => console.warn('personkit: held turns upkeep', e && e.message),
+    );
     chrome.alarms.get(ALARM).then((a) => a || chrome.alarms.create(ALARM, { periodInMinutes: 1 }));
     if (queueSummary().queue_length > 0) scheduleFlush(core.flushDelayMs(S.fast));
   },
