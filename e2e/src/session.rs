@@ -72,7 +72,7 @@ impl Session {
             Duration::from_secs(10),
         )?;
         s.popup
-            .eval("chrome.storage.local.set({testFastFlush: true}).then(() => true)")?;
+            .eval("chrome.storage.session.set({testFastFlush: true}).then(() => true)")?;
         s.pair(&code)?;
         for surface in surfaces {
             s.set_surface(surface, true)?;
