@@ -21,6 +21,19 @@ pub mod relay;
 pub mod server;
 pub mod session;
 
+/// A JS expression: an async function of a key that resolves to the worker's state record under that key
+/// (`settings`, `queue`, `skipped`, ...) from the extension origin's IndexedDB (see extension/TESTING.md), or
+/// null. Evaluate it from an extension page or the worker: `format!("{READ_STATE}('settings')")`. It opens the
+/// database with the worker's schema, so reading first cannot leave it without its store.
+pub const READ_STATE: &str = r#"(async (key) => {
+  const db = await new Promise((res, rej) => { const r = indexedDB.open('personkit-state', 1);
+    r.onupgradeneeded = () => r.result.createObjectStore('state'); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+  const v = await new Promise((res, rej) => { const q = db.transaction('state').objectStore('state').get(key);
+    q.onsuccess = () => res(q.result); q.onerror = () => rej(q.error); });
+  db.close();
+  return v === undefined ? null : v;
+})"#;
+
 /// Host names of the chat sites that the browser maps onto the fixture server.
 pub const SITE_HOSTS: &[&str] = &[
     "chatgpt.com",

@@ -21,11 +21,16 @@ pub struct Relay {
 
 impl Relay {
     pub fn start() -> Result<Relay> {
+        Relay::start_with(&[])
+    }
+
+    /// Starts with extra `personkit serve` arguments (e.g. `--max-batch-bytes 4096`).
+    pub fn start_with(args: &[&str]) -> Result<Relay> {
         let dir = tempfile::Builder::new()
             .prefix("personkit-e2e-relay-")
             .tempdir()?;
         let db = dir.path().join("corpus.db");
-        let inner = personkit_testkit::Relay::start(&db, &[]);
+        let inner = personkit_testkit::Relay::start(&db, args);
         Ok(Relay {
             port: inner.port(),
             pairing_code: inner.pairing_code_if_printed(),

@@ -43,8 +43,13 @@ const SET_VALUE: &str = r#"(sel, v) => { const el = document.querySelector(sel);
 impl Session {
     /// Starts everything, pairs through the popup and turns on `surfaces` (e.g. `["browser-ext:chatgpt"]`).
     pub fn start(surfaces: &[&str]) -> Result<Session> {
+        Session::start_with(&[], surfaces)
+    }
+
+    /// [`Session::start`] with extra `personkit serve` arguments for the relay.
+    pub fn start_with(relay_args: &[&str], surfaces: &[&str]) -> Result<Session> {
         let ext = crate::dist_dir("chrome")?;
-        let relay = Relay::start()?;
+        let relay = Relay::start_with(relay_args)?;
         let code = relay.pairing_code.clone().ok_or_else(|| {
             anyhow!("relay started on an empty corpus but printed no `personkit: pairing code` line; log:\n{}", relay.log())
         })?;
@@ -67,7 +72,7 @@ impl Session {
             Duration::from_secs(10),
         )?;
         s.popup
-            .eval("chrome.storage.local.set({testFastFlush: true}).then(() => true)")?;
+            .eval("chrome.storage.session.set({testFastFlush: true}).then(() => true)")?;
         s.pair(&code)?;
         for surface in surfaces {
             s.set_surface(surface, true)?;

@@ -6,15 +6,20 @@
 //!   own storage; then rewrites `history` to a second conversation and injects turns claiming a third
 //!   conversation and another surface. The corpus must hold exactly the page's own turns, each under the thread
 //!   id derived from the URL the frame had when the turn was read, nothing else on any surface, and nothing the
-//!   page read may contain the token. The content script's isolated world cannot read the token either.
-//! - `token_lives_outside_storage_local_and_migrates`: the token is in the extension origin's IndexedDB, not in
-//!   storage.local; a token left in storage.local by an older version is moved there (and deleted) when the
-//!   worker restarts, and delivery works with it afterwards.
+//!   page read may contain the token. The content script's isolated world cannot read the token either, and
+//!   its messages naming another conversation or site are refused (the conversation is the sending frame's as
+//!   the browser reports it).
+//! - `storage_local_is_never_trusted_for_the_token_or_the_relay`: the token and the worker's state are in the
+//!   extension origin's IndexedDB and storage.local is empty; an older version's layout in storage.local (with a
+//!   planted token and a relay URL naming another host) is moved once by a restarted worker, which takes the
+//!   user's settings but neither the token nor the relay URL (the popup says "Sign in again", nothing reaches the
+//!   named host, and keys written there later are never read); pairing again delivers the queued turns.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
 use personkit_e2e::fixtures::{self, Case};
+use personkit_e2e::proxy::Proxy;
 use personkit_e2e::session::{LAND_TIMEOUT, SETTLE, Session, wait_fixture_done};
 use serde_json::{Value, json};
 
@@ -46,6 +51,13 @@ fn token_record(s: &Session) -> Value {
         std::thread::sleep(Duration::from_millis(250));
     }
     panic!("could not read the token record from the worker: {last:?}");
+}
+
+/// A record of the worker's state in the extension origin's IndexedDB, read from the popup.
+fn state(s: &Session, key: &str) -> Value {
+    s.popup
+        .eval(&format!("{}({})", personkit_e2e::READ_STATE, json!(key)))
+        .expect("worker state from the popup")
 }
 
 fn storage_local(s: &Session) -> Value {
@@ -146,6 +158,36 @@ fn hostile_page_cannot_steer_capture_or_read_the_token() {
         "storage.session (settings intents) must be closed to content scripts: {seen}"
     );
 
+    // A compromised content script (its isolated world) names other conversations and another site in its
+    // messages: the worker takes the conversation from the browser's record of the sending frame only, so each is
+    // refused as stale and nothing is queued, skipped or answered for the named conversation (the final corpus
+    // check finds any FORGED text or a thread the page's URL never named).
+    let forged = tab
+        .eval_in(
+            world,
+            r#"(async () => {
+  const M = globalThis.personkitMessages;
+  const turns = [{role: 'user', text: 'FORGED by the isolated world for another conversation'}];
+  const out = {};
+  out.otherConversation = await chrome.runtime.sendMessage(M.make.capture('https://chatgpt.com/c/someone-else', 'x', turns));
+  out.otherSite = await chrome.runtime.sendMessage(M.make.capture('https://claude.ai/chat/someone-else', 'x', turns));
+  out.skipOther = await chrome.runtime.sendMessage(M.make.toggleSkip('https://chatgpt.com/c/someone-else'));
+  out.helloOther = await chrome.runtime.sendMessage(M.make.hello('https://chatgpt.com/c/someone-else'));
+  return out;
+})()"#,
+        )
+        .unwrap();
+    eprintln!("isolated world naming other conversations: {forged}");
+    for k in ["otherConversation", "otherSite", "skipOther", "helloOther"] {
+        assert_eq!(
+            forged[k]["stale"],
+            json!(true),
+            "{k}: the worker acted on a conversation named by the message: {forged}"
+        );
+    }
+    assert_eq!(forged["otherConversation"]["queued"], json!(0));
+    assert_eq!(forged["helloOther"]["surface"], Value::Null);
+
     // Phase 1 lands (the page's own first conversation), then the page rewrites history and injects turns.
     let mut first = case.clone();
     first.expected.conversations.truncate(1);
@@ -220,18 +262,16 @@ fn hostile_page_cannot_steer_capture_or_read_the_token() {
         "the page got an answer from the extension: {}",
         parsed["runtime"]
     );
-    // The settings the page tried to change through forged messages are untouched.
-    let local = storage_local(&s);
-    assert_eq!(local["settings"]["killSwitch"], json!(false));
-    assert_ne!(
-        local["settings"]["enabled"]["browser-ext:claude"],
-        json!(true)
-    );
+    // The settings the page tried to change through forged messages are untouched, and nothing was skipped.
+    let settings = state(&s, "settings");
+    assert_eq!(settings["killSwitch"], json!(false));
+    assert_ne!(settings["enabled"]["browser-ext:claude"], json!(true));
+    assert_eq!(state(&s, "skipped"), json!([]));
     assert_eq!(token_record(&s)["token"], json!(token));
 }
 
 #[test]
-fn token_lives_outside_storage_local_and_migrates() {
+fn storage_local_is_never_trusted_for_the_token_or_the_relay() {
     let s = Session::start(&[CHATGPT]).unwrap();
     let rec = token_record(&s);
     let token = rec["token"].as_str().expect("token record").to_string();
@@ -240,59 +280,107 @@ fn token_lives_outside_storage_local_and_migrates() {
         Some(s.proxy.url().trim_end_matches('/')),
         "the token is bound to the relay origin that issued it"
     );
-    assert!(storage_local(&s).get("token").is_none());
+    // The worker's state is in IndexedDB; storage.local holds nothing.
+    assert_eq!(storage_local(&s), json!({}));
+    assert_eq!(state(&s, "settings")["enabled"][CHATGPT], json!(true));
 
-    // An older version's layout: the token in storage.local, none in IndexedDB.
-    s.worker_eval(
-        r#"(async () => {
-  const db = await new Promise((res, rej) => { const r = indexedDB.open('personkit-secrets'); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
-  await new Promise((res, rej) => { const tx = db.transaction('secrets', 'readwrite'); tx.objectStore('secrets').delete('deviceToken'); tx.oncomplete = res; tx.onerror = () => rej(tx.error); });
-  db.close();
+    // What a compromised content process could have planted in storage.local (Firefox lets content scripts
+    // write it) before an upgrade from a version that kept the worker's state there: a token and a relay URL
+    // naming another host (here a counting pass-through, so any request that reaches it is seen), next to the
+    // user's real settings. IndexedDB is as that version left it: no token record, no state.
+    let attacker = Proxy::start(s.relay.port).unwrap();
+    s.popup
+        .eval(
+            r#"(async () => {
+  for (const [name, store] of [['personkit-secrets', 'secrets'], ['personkit-state', 'state']]) {
+    const db = await new Promise((res, rej) => { const r = indexedDB.open(name); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+    await new Promise((res, rej) => { const tx = db.transaction(store, 'readwrite'); tx.objectStore(store).clear(); tx.oncomplete = res; tx.onerror = () => rej(tx.error); });
+    db.close();
+  }
   return true;
 })()"#,
-    )
-    .unwrap();
+        )
+        .unwrap();
     s.popup
         .eval(&format!(
-            "chrome.storage.local.set({{token: {}}}).then(() => true)",
-            json!(token)
+            "chrome.storage.local.set({}).then(() => true)",
+            json!({
+                "token": token,
+                "settings": {"relayUrl": attacker.url(), "enabled": {CHATGPT: true}, "everPaired": true},
+                "skipped": [],
+            })
         ))
         .unwrap();
-    assert_eq!(token_record(&s), Value::Null);
     s.terminate_worker().unwrap();
-    // Opening the popup wakes a fresh worker, which migrates the token before it answers.
+    // Opening the popup wakes a fresh worker, which moves the state once and takes neither token nor relay.
     let shown = s.popup_queue_length().unwrap();
     assert!(!shown.is_empty());
-    let rec = token_record(&s);
     assert_eq!(
-        rec["token"],
-        json!(token),
-        "the restarted worker did not move the token into IndexedDB"
+        token_record(&s),
+        Value::Null,
+        "the worker adopted a token found in storage.local"
     );
-    let local = storage_local(&s);
-    assert!(
-        local.get("token").is_none() && !local.to_string().contains(&token),
-        "the migrated token was left in storage.local"
+    let settings = state(&s, "settings");
+    assert_eq!(settings["enabled"][CHATGPT], json!(true), "{settings}");
+    assert_ne!(
+        settings["relayUrl"].as_str(),
+        Some(attacker.url().trim_end_matches('/')),
+        "the relay URL was taken from storage.local"
     );
-    // Delivery still works with the migrated token (and the popup still says Paired).
+    assert_eq!(
+        storage_local(&s),
+        json!({}),
+        "the old layout was left behind"
+    );
+    s.popup
+        .wait_for(
+            "(document.querySelector('#pair-status')?.textContent || '').includes('Sign in again')",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+
+    // A capture now queues (the user's settings came across) and nothing reaches the planted relay.
+    let since = std::time::Instant::now();
     let c: Case = fixtures::cases("chatgpt")
         .unwrap()
         .into_iter()
         .find(|c| c.name == "chatgpt/short")
         .unwrap();
     let tab = s.open_case(&c).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while s.queue_len().unwrap() < 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(
+        s.queue_len().unwrap(),
+        4,
+        "the page's turns were not queued"
+    );
+    // Written after the migration, the same keys are never read again.
+    s.popup
+        .eval(&format!(
+            "chrome.storage.local.set({}).then(() => true)",
+            json!({"token": token, "settings": {"relayUrl": attacker.url()}})
+        ))
+        .unwrap();
+    s.terminate_worker().unwrap();
+    assert_eq!(s.queue_len().unwrap(), 4);
+    assert_eq!(token_record(&s), Value::Null);
+    assert_eq!(
+        attacker.count_since("/", since),
+        0,
+        "a request went to the relay named in storage.local"
+    );
+
+    // Pairing again (with the real relay) delivers what was queued.
+    let code = s.relay.new_pairing_code().unwrap();
+    s.pair(&code).unwrap();
     let problems = s.wait_landed(&c, LAND_TIMEOUT).unwrap();
     assert!(
         problems.is_empty(),
-        "after the migration: {}",
+        "after pairing again: {}",
         problems.join("\n")
     );
     let _ = tab.close();
-    s.popup.reload().unwrap();
-    s.popup
-        .wait_for(
-            "(document.querySelector('#pair-status')?.textContent || '').includes('Paired')",
-            Duration::from_secs(10),
-        )
-        .unwrap();
+    assert_eq!(attacker.count_since("/", since), 0);
 }

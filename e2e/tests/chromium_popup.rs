@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 fn settings(s: &Session) -> Value {
     s.popup
-        .eval("chrome.storage.local.get('settings').then((o) => o.settings || null)")
+        .eval(&format!("{}('settings')", personkit_e2e::READ_STATE))
         .unwrap()
 }
 

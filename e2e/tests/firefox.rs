@@ -1,7 +1,8 @@
 //! Firefox ESR end to end: the built `dist/firefox` installed as a temporary add-on through geckodriver, paired
-//! through its popup against the real relay (the token ends up in the extension's IndexedDB, not in
-//! storage.local), each site toggle clicked exactly once (one popup closed in the instant of the click) and never
-//! lost, and three fixture cases (ChatGPT short and streaming, Claude long) captured exactly as expected.
+//! through its popup against the real relay (the token and the worker's state end up in the extension's
+//! IndexedDB, nothing in storage.local), each site toggle clicked exactly once (one popup closed in the instant of the click) and never
+//! lost, and four fixture cases (ChatGPT short, streaming and single-page navigation, Claude long) captured
+//! exactly as expected.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -51,7 +52,7 @@ fn firefox_captures_chatgpt_and_claude() {
         Duration::from_secs(15),
     )
     .unwrap();
-    ff.exec_async("const done = arguments[arguments.length - 1]; browser.storage.local.set({testFastFlush: true}).then(() => done(true));")
+    ff.exec_async("const done = arguments[arguments.length - 1]; browser.storage.session.set({testFastFlush: true}).then(() => done(true));")
         .unwrap();
     set_value(&ff, "#relay-url", &proxy.url());
     set_value(&ff, "#pair-code", &code);
@@ -62,23 +63,26 @@ fn firefox_captures_chatgpt_and_claude() {
         Duration::from_secs(20),
     )
     .unwrap_or_else(|e| panic!("{e:#}; relay log:\n{}", relay.log()));
-    // The token is kept out of storage.local (content scripts can read it): it is in the extension's IndexedDB.
+    // Nothing is kept in storage.local (content scripts can read and write it in Firefox): the token and the
+    // worker's state are in the extension origin's IndexedDB.
     let where_token = ff
         .exec_async(
-            "const done = arguments[arguments.length - 1]; (async () => { \
+            &"const done = arguments[arguments.length - 1]; (async () => { \
              const local = await browser.storage.local.get(null); \
+             const settings = await READ_STATE('settings'); \
              const db = await new Promise((res, rej) => { const r = indexedDB.open('personkit-secrets'); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); }); \
              const rec = await new Promise((res, rej) => { const q = db.transaction('secrets').objectStore('secrets').get('deviceToken'); q.onsuccess = () => res(q.result); q.onerror = () => rej(q.error); }); \
              db.close(); \
              const t = rec && rec.token; \
-             return [typeof t === 'string' && t.length >= 16, 'token' in local, !!t && JSON.stringify(local).includes(t)]; \
-             })().then(done, (e) => done(String(e)));",
+             return [typeof t === 'string' && t.length >= 16, Object.keys(local), settings && settings.relayUrl]; \
+             })().then(done, (e) => done(String(e)));"
+                .replace("READ_STATE", personkit_e2e::READ_STATE),
         )
         .unwrap();
     assert_eq!(
         where_token,
-        json!([true, false, false]),
-        "Firefox: the token must be in the extension's IndexedDB and nowhere in storage.local"
+        json!([true, [], proxy.url().trim_end_matches('/')]),
+        "Firefox: the token and the worker's state must be in the extension's IndexedDB, nothing in storage.local"
     );
     // Each toggle is clicked exactly once; a click the extension loses fails the test (no retry). ChatGPT's popup
     // is closed (navigated away) in the same instant as the click, as a user closing the popup at once would;
@@ -123,8 +127,9 @@ fn firefox_captures_chatgpt_and_claude() {
             let on = ff
                 .exec_async(&format!(
                     "const done = arguments[arguments.length - 1]; \
-                     browser.storage.local.get('settings').then((s) => \
-                     done(!!(s.settings && s.settings.enabled && s.settings.enabled[{surface}] === true)));",
+                     {read}('settings').then((s) => \
+                     done(!!(s && s.enabled && s.enabled[{surface}] === true)), (e) => done(String(e)));",
+                    read = personkit_e2e::READ_STATE,
                     surface = json!(surface)
                 ))
                 .unwrap();
@@ -157,7 +162,14 @@ fn firefox_captures_chatgpt_and_claude() {
 
     // Fixtures under the real host names (forceResolve maps them to 127.0.0.1; the port is the fixture server's).
     let mut failures = Vec::new();
-    for name in ["chatgpt/short", "chatgpt/streaming", "claude/long"] {
+    // spa_navigation: the conversation is taken from the browser's record of the page, which has to follow
+    // `history.pushState` in Firefox too.
+    for name in [
+        "chatgpt/short",
+        "chatgpt/streaming",
+        "claude/long",
+        "chatgpt/spa_navigation",
+    ] {
         let (dir, _) = name.split_once('/').unwrap();
         let case = fixtures::cases(dir)
             .unwrap()
@@ -165,6 +177,9 @@ fn firefox_captures_chatgpt_and_claude() {
             .find(|c| c.name == name)
             .unwrap();
         server.route(&case.expected.path, case.page());
+        for p in &case.expected.extra_paths {
+            server.route(p, case.page());
+        }
         ff.navigate(&format!(
             "https://{}:{}{}",
             case.expected.host, server.port, case.expected.path

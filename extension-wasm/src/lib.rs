@@ -14,6 +14,11 @@ pub fn load_state(input: &str) -> Result<String, JsError> {
     api::load_state(input).map_err(js)
 }
 
+#[wasm_bindgen(js_name = migrateLegacy)]
+pub fn migrate_legacy(input: &str) -> Result<String, JsError> {
+    api::migrate_legacy(input).map_err(js)
+}
+
 #[wasm_bindgen(js_name = pageState)]
 pub fn page_state(input: &str) -> Result<String, JsError> {
     api::page_state(input).map_err(js)
@@ -72,6 +77,16 @@ pub fn popup_state(input: &str) -> Result<String, JsError> {
 #[wasm_bindgen(js_name = applyIntents)]
 pub fn apply_intents(input: &str) -> Result<String, JsError> {
     api::apply_intents(input).map_err(js)
+}
+
+#[wasm_bindgen]
+pub fn maintain(input: &str) -> Result<String, JsError> {
+    api::maintain(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = clearHeld)]
+pub fn clear_held(input: &str) -> Result<String, JsError> {
+    api::clear_held(input).map_err(js)
 }
 
 #[wasm_bindgen(js_name = flushDelayMs)]

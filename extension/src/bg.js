@@ -4,11 +4,11 @@
 // must be JS: it reads messages, the clock and storage, makes the HTTP requests and sets timers; every decision
 // (capture policy, message limits, skip list, stats, settings merge, delivery, health lights) is a core call.
 // Every listener is registered at the top level and awaits the one `ready` promise. Nothing that matters lives
-// only in a global: the queue, the dedupe set, settings, skipped threads and local stats are written to
-// storage.local before any reply, so a worker that is killed and restarted loses nothing. The relay token never leaves this context and
-// is sent only to the relay origin it was issued by: it is kept, with that origin, in the extension origin's
-// IndexedDB (see `secrets` below), never in storage.local, which content scripts (and so a compromised renderer)
-// can read and write.
+// only in a global: the queue, the dedupe set, settings, skipped threads and local stats are written to the
+// extension origin's IndexedDB before any reply, so a worker that is killed and restarted loses nothing. The
+// relay token never leaves this context and is sent only to the relay it was issued by: it is kept, with that
+// relay's base URL, in the same origin's IndexedDB. Nothing is kept in (or, after the one migration below, read
+// from) storage.local, which content scripts (and so a compromised renderer) can read and write in Firefox.
 
 import initCore, * as core from './wasm/personkit_core.js';
 import './messages.js';
@@ -18,9 +18,11 @@ const APP_VERSION = chrome.runtime.getManifest().version;
 const EXTENSION_ORIGIN = chrome.runtime.getURL('');
 const FETCH_TIMEOUT_MS = 15000;
 const ALARM = 'personkit-flush';
+/** storage.session key of the test flag for fast queue timings (see TESTING.md). */
+const FAST_KEY = 'testFastFlush';
 
-/** In-memory mirror of storage.local (and of the token record in IndexedDB); this worker is the only writer of
- * every key except testFastFlush. */
+/** In-memory mirror of the worker's state and of the token record, both in the extension origin's IndexedDB;
+ * this worker is their only writer. `fast` mirrors the test flag `testFastFlush` in storage.session. */
 const S = {
   settings: null,
   token: null,
@@ -35,17 +37,21 @@ const S = {
   fast: false,
 };
 
-// ---- secrets: the device token in the extension origin's IndexedDB ---------------------------------------------
+// ---- the extension origin's IndexedDB: the token and the worker's state ------------------------------------------
 //
 // Content scripts run with the page's origin for IndexedDB, so they (and a compromised renderer hosting them)
-// cannot open this database; storage.local, by contrast, is readable and writable from every content script. It
-// is persistent (unlike storage.session) and exists in Chromium's service worker and Firefox's background page.
-// The record binds the token to the relay origin that issued it, so a tampered `settings.relayUrl` in
-// storage.local cannot redirect the token anywhere else.
+// cannot open these databases; storage.local, by contrast, is readable and writable from content scripts in
+// Firefox. IndexedDB is persistent (unlike storage.session) and exists in Chromium's service worker and Firefox's
+// background page. The token record binds the token to the relay that issued it.
 
 const SECRETS_DB = 'personkit-secrets';
 const SECRETS_STORE = 'secrets';
 const TOKEN_KEY = 'deviceToken';
+// One record per key of S that is persisted (settings, deviceId, queue, seen, skipped, stats, patterns,
+// activePatterns), plus MIGRATED_KEY once the state of an older version was moved out of storage.local.
+const STATE_DB = 'personkit-state';
+const STATE_STORE = 'state';
+const MIGRATED_KEY = 'migratedFromStorageLocal';
 
 function idb(req) {
   return new Promise((resolve, reject) => {
@@ -54,25 +60,37 @@ function idb(req) {
   });
 }
 
-let secretsDb = null;
-function openSecrets() {
-  if (!secretsDb) {
-    const req = indexedDB.open(SECRETS_DB, 1);
-    req.onupgradeneeded = () => req.result.createObjectStore(SECRETS_STORE);
-    secretsDb = idb(req).catch((e) => {
-      secretsDb = null;
-      throw e;
-    });
+const dbs = new Map();
+/** The database `name` (one object store, `store`), opened once per worker. */
+function openDb(name, store) {
+  if (!dbs.has(name)) {
+    const req = indexedDB.open(name, 1);
+    req.onupgradeneeded = () => req.result.createObjectStore(store);
+    const opened = idb(req).then(
+      (db) => {
+        // Another context (a test, a newer version) asking to delete or upgrade it: let go, reopen on next use.
+        db.onversionchange = () => {
+          db.close();
+          dbs.delete(name);
+        };
+        return db;
+      },
+      (e) => {
+        dbs.delete(name);
+        throw e;
+      },
+    );
+    dbs.set(name, opened);
   }
-  return secretsDb;
+  return dbs.get(name);
 }
 
-async function secretsTx(mode, fn) {
-  const db = await openSecrets();
+async function dbTx(name, store, mode, durability, fn) {
+  const db = await openDb(name, store);
   return new Promise((resolve, reject) => {
-    const tx = db.transaction(SECRETS_STORE, mode, { durability: 'strict' });
+    const tx = db.transaction(store, mode, { durability });
     let out;
-    Promise.resolve(fn(tx.objectStore(SECRETS_STORE))).then((v) => {
+    Promise.resolve(fn(tx.objectStore(store))).then((v) => {
       out = v;
     }, reject);
     tx.oncomplete = () => resolve(out);
@@ -82,25 +100,59 @@ async function secretsTx(mode, fn) {
 }
 
 async function loadTokenRecord() {
-  const rec = await secretsTx('readonly', (st) => idb(st.get(TOKEN_KEY)));
+  const rec = await dbTx(SECRETS_DB, SECRETS_STORE, 'readonly', 'strict', (st) => idb(st.get(TOKEN_KEY)));
   return rec && typeof rec.token === 'string' ? rec : null;
 }
 
 /** Writes (or, with `null`, deletes) the token record; resolves once the transaction is durable. */
 async function saveTokenRecord(rec) {
-  await secretsTx('readwrite', (st) => (rec ? st.put(rec, TOKEN_KEY) : st.delete(TOKEN_KEY)));
+  await dbTx(SECRETS_DB, SECRETS_STORE, 'readwrite', 'strict', (st) => (rec ? st.put(rec, TOKEN_KEY) : st.delete(TOKEN_KEY)));
 }
 
-// Close storage.local (queue, settings, skip list) to content scripts, and so to a compromised renderer, where the
-// browser allows it (Chromium does; Firefox supports access levels only for storage.session and refuses). Content
-// scripts never use storage; the worker and the popup are trusted contexts.
+/** Every state record, as `{key: value}`. */
+async function readState() {
+  return dbTx(STATE_DB, STATE_STORE, 'readonly', 'default', async (st) => {
+    const [keys, values] = await Promise.all([idb(st.getAllKeys()), idb(st.getAll())]);
+    const out = {};
+    keys.forEach((k, i) => {
+      out[k] = values[i];
+    });
+    return out;
+  });
+}
+
+/** Writes these records in one transaction; resolves once it committed. */
+async function writeState(records) {
+  await dbTx(STATE_DB, STATE_STORE, 'readwrite', 'default', (st) => {
+    for (const [k, v] of Object.entries(records)) st.put(v, k);
+  });
+}
+
+/** The worker's state; on the first start after an upgrade, moved out of storage.local once. The core decides
+ * what is taken from there: never a token nor a relay URL (see `migrateLegacy`). */
+async function loadOrMigrateState(tokenRelay) {
+  const state = await readState();
+  if (state[MIGRATED_KEY]) return state;
+  const legacy = await chrome.storage.local.get(null);
+  const m = json(core.migrateLegacy, { local: legacy, token_relay: tokenRelay });
+  if (m.refused.length) console.warn(`personkit: not taken from storage.local: ${m.refused.join(', ')}`);
+  const moved = { ...m.state, [MIGRATED_KEY]: { at: Date.now() } };
+  await writeState(moved);
+  if (m.remove.length) await chrome.storage.local.remove(m.remove);
+  return moved;
+}
+
+// Close storage.local to content scripts, and so to a compromised renderer, where the browser allows it (Chromium
+// does; Firefox supports access levels only for storage.session and refuses). Nothing is kept there any more, but
+// a closed area cannot be used to plant data for a later version either. Content scripts never use storage.
 if (chrome.storage.local.setAccessLevel) {
   chrome.storage.local.setAccessLevel({ accessLevel: 'TRUSTED_CONTEXTS' }).catch(() => {});
 }
 
 const ready = (async () => {
   await initCore({ module_or_path: chrome.runtime.getURL('wasm/personkit_core_bg.wasm') });
-  const stored = await chrome.storage.local.get(null);
+  const rec = await loadTokenRecord();
+  const stored = await loadOrMigrateState(rec ? rec.relay : null);
   const loaded = json(core.loadState, {
     settings: stored.settings,
     skipped: stored.skipped,
@@ -113,30 +165,14 @@ const ready = (async () => {
   S.stats = loaded.stats;
   S.patterns = loaded.patterns;
   S.activePatterns = loaded.active_patterns;
-  const legacy = typeof stored.token === 'string' ? { token: stored.token, relay: S.settings.relayUrl } : null;
-  let rec = null;
-  try {
-    rec = await loadTokenRecord();
-    if (legacy) {
-      // Upgrade from a version that kept the token in storage.local: move it, then delete it there.
-      if (!rec) {
-        rec = legacy;
-        await saveTokenRecord(rec);
-      }
-      await chrome.storage.local.remove('token');
-    }
-  } catch (e) {
-    // IndexedDB unavailable: keep working with a legacy token (left where it is) rather than not at all.
-    console.error('personkit: the token store is not available', e && e.message);
-    rec = rec || legacy;
-  }
   S.token = rec ? rec.token : null;
   S.tokenRelay = rec ? rec.relay : null;
-  S.deviceId = stored.deviceId || crypto.randomUUID();
+  S.deviceId = typeof stored.deviceId === 'string' ? stored.deviceId : crypto.randomUUID();
   S.queue = stored.queue || {};
   S.seen = stored.seen || {};
-  S.fast = stored.testFastFlush === true;
-  if (!stored.deviceId) await chrome.storage.local.set({ deviceId: S.deviceId });
+  const session = await chrome.storage.session.get(FAST_KEY).catch(() => ({}));
+  S.fast = session[FAST_KEY] === true;
+  if (stored.deviceId !== S.deviceId) await persist(['deviceId']);
 })();
 
 // One mutation of S at a time: capture, outcomes, settings and pairing interleave on await points otherwise.
@@ -150,31 +186,33 @@ function exclusive(fn) {
 async function persist(keys) {
   const out = {};
   for (const k of keys) out[k] = S[k];
-  await chrome.storage.local.set(out);
+  await writeState(out);
 }
 
 function json(fn, input) {
   return JSON.parse(fn(JSON.stringify(input)));
 }
 
-/** What the core needs to judge a page: the URL the browser vouched for, the time, and the user's choices. */
-function pageInput(url) {
-  return { url, now_ms: Date.now(), settings: S.settings, skipped: S.skipped };
+/** What the core needs to judge a content script's page: the browser's record of the sender (the page, and so
+ * the conversation, is only ever taken from it), the URL the script claims (only compared with that record), the
+ * time, and the user's choices. */
+function pageInput(sender, msg) {
+  return { ...M.senderPage(sender), claimed_url: msg.url, now_ms: Date.now(), settings: S.settings, skipped: S.skipped };
 }
 
 // ---- content-script requests -----------------------------------------------------------------------------------
 
 function hello(sender, msg) {
-  const p = json(core.pageState, pageInput(M.senderPageUrl(sender, msg.url)));
+  const p = json(core.pageState, pageInput(sender, msg));
+  if (p.stale) return { stale: true, surface: null, state: 'off' };
   if (!p.surface) return { surface: null, state: 'off' };
   return p;
 }
 
 async function captureTurns(sender, msg) {
-  const url = M.senderPageUrl(sender, msg.url);
   const out = await exclusive(async () => {
     const r = json(core.capture, {
-      ...pageInput(url),
+      ...pageInput(sender, msg),
       title: msg.title,
       turns: msg.turns,
       stats: S.stats,
@@ -196,20 +234,20 @@ async function captureTurns(sender, msg) {
     console.warn('personkit: refused a capture message:', out.invalid);
     return { error: M.ERR.INVALID };
   }
+  if (out.stale) return { queued: 0, stale: true, state: out.state };
   if (out.queued > 0) scheduleFlush(core.flushDelayMs(S.fast));
   if (out.state !== 'capturing') return { queued: 0, state: out.state };
   return { queued: out.queued, already_seen: out.already_seen, near_full: out.near_full, state: out.state };
 }
 
 async function toggleSkip(sender, msg) {
-  const url = M.senderPageUrl(sender, msg.url);
   return exclusive(async () => {
-    const r = json(core.toggleSkip, pageInput(url));
+    const r = json(core.toggleSkip, pageInput(sender, msg));
     if (r.changed) {
       S.skipped = r.skipped;
       await persist(['skipped']);
     }
-    return { state: r.state };
+    return r.stale ? { stale: true, state: r.state } : { state: r.state };
   });
 }
 
@@ -260,11 +298,46 @@ async function post(body, token) {
   }
 }
 
+// Held turns (the relay rejected them) get one retry when the extension's version or the relay changed; the
+// relay is looked at (`GET /v1/health`, no token) at most every RELAY_CHECK_MS while delivering.
+const RELAY_CHECK_MS = 10 * 60 * 1000;
+let relayCheckedAt = 0;
+
+/** Runs the core's upkeep of held turns; `relayHealth` is the relay's /v1/health body, or null. Inside `exclusive`. */
+async function maintainQueue(relayHealthBody) {
+  const r = json(core.maintain, {
+    queue: S.queue,
+    now_ms: Date.now(),
+    app_version: APP_VERSION,
+    relay: relayHealthBody == null ? undefined : relayBase(),
+    relay_health: relayHealthBody == null ? undefined : relayHealthBody,
+    fast: S.fast,
+  });
+  if (!r.changed) return r;
+  S.queue = r.queue;
+  await persist(['queue']);
+  return r;
+}
+
+async function checkRelay() {
+  if (Date.now() - relayCheckedAt < RELAY_CHECK_MS) return;
+  relayCheckedAt = Date.now();
+  let body = null;
+  try {
+    const res = await fetchWithTimeout(`${relayBase()}/v1/health`, {});
+    if (res.ok) body = await res.text();
+  } catch {
+    body = null;
+  }
+  if (body != null) await exclusive(() => maintainQueue(body));
+}
+
 async function flush() {
   await ready;
   if (flushing) return;
   flushing = true;
   try {
+    if (S.token) await checkRelay();
     for (let round = 0; round < 100; round++) {
       const token = S.token;
       if (!token) return; // not paired (or signed out after a 401): keep everything until pairing
@@ -404,6 +477,7 @@ async function pair(msg) {
     code: msg.code,
     settings: S.settings,
     user_agent: navigator.userAgent,
+    allow_plain_http: msg.allowPlainHttp === true,
   });
   if (req.error) return { ok: false, error: req.error };
   const base = req.relay;
@@ -424,6 +498,7 @@ async function pair(msg) {
     await saveTokenRecord({ token: answer.token, relay: base });
     S.token = answer.token;
     S.tokenRelay = base;
+    relayCheckedAt = 0;
     const r = json(core.onPaired, { queue: S.queue, settings: S.settings, relay: base });
     S.settings = r.settings;
     S.queue = r.queue;
@@ -431,6 +506,15 @@ async function pair(msg) {
   });
   scheduleFlush(0);
   return { ok: true };
+}
+
+async function clearHeld() {
+  return exclusive(async () => {
+    const r = json(core.clearHeld, { queue: S.queue });
+    S.queue = r.queue;
+    await persist(['queue']);
+    return { ok: true, cleared: r.cleared };
+  });
 }
 
 async function debugInfo() {
@@ -509,6 +593,8 @@ async function handle(raw, sender) {
       return setPatterns(msg);
     case M.MSG.PAIR:
       return pair(msg);
+    case M.MSG.CLEAR_HELD:
+      return clearHeld();
     case M.MSG.DEBUG:
       return debugInfo();
     case M.MSG.FLUSH:
@@ -525,23 +611,24 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
 });
 
 chrome.storage.onChanged.addListener((changes, area) => {
-  if (area === 'session') {
-    if (Object.entries(changes).some(([k, c]) => k.startsWith(M.INTENT_PREFIX) && c.newValue !== undefined)) {
-      ready.then(() => exclusive(() => applyIntents(null))).then((changed) => changed && broadcast(), (e) => console.warn('personkit: settings intent', e && e.message));
-    }
-    return;
+  if (area !== 'session') return;
+  if (Object.entries(changes).some(([k, c]) => k.startsWith(M.INTENT_PREFIX) && c.newValue !== undefined)) {
+    ready.then(() => exclusive(() => applyIntents(null))).then((changed) => changed && broadcast(), (e) => console.warn('personkit: settings intent', e && e.message));
   }
-  if (area !== 'local') return;
-  ready.then(() => {
-    if ('testFastFlush' in changes) {
-      S.fast = changes.testFastFlush.newValue === true;
+  if (FAST_KEY in changes) {
+    ready.then(() => {
+      S.fast = changes[FAST_KEY].newValue === true;
       if (S.fast) scheduleFlush(0);
-    }
-  });
+    });
+  }
 });
 
 chrome.alarms.onAlarm.addListener((alarm) => {
-  if (alarm.name === ALARM) ready.then(() => scheduleFlush(0));
+  if (alarm.name !== ALARM) return;
+  ready
+    .then(() => exclusive(() => maintainQueue(null)))
+    .catch((e) => console.warn('personkit: held turns upkeep', e && e.message))
+    .then(() => scheduleFlush(0));
 });
 
 chrome.runtime.onInstalled.addListener(() => {
@@ -557,6 +644,10 @@ chrome.runtime.onStartup.addListener(() => {
 ready.then(
   () => {
     exclusive(() => applyIntents(null)).then((changed) => changed && broadcast(), (e) => console.warn('personkit: settings intent', e && e.message));
+    exclusive(() => maintainQueue(null)).then(
+      (r) => r.requeued > 0 && scheduleFlush(0),
+      (e) => console.warn('personkit: held turns upkeep', e && e.message),
+    );
     chrome.alarms.get(ALARM).then((a) => a || chrome.alarms.create(ALARM, { periodInMinutes: 1 }));
     if (queueSummary().queue_length > 0) scheduleFlush(core.flushDelayMs(S.fast));
   },

@@ -19,6 +19,9 @@
   const STREAM_RECHECK_MS = 600;
   const URL_POLL_MS = 500;
   const MAX_DEFER_MS = 5000;
+  const STALE_RETRY_MS = 300;
+  const MAX_STALE_HELLOS = 100;
+  let staleHellos = 0;
   // Reserved for the page-world channel (see header); never sent to the page except to our own injected script.
   const CHANNEL_ID = crypto.randomUUID();
   void CHANNEL_ID;
@@ -90,7 +93,7 @@
     if (!ev.isTrusted) return;
     if (state !== 'capturing' && state !== 'skipped') return;
     const r = await send(M.make.toggleSkip(location.href));
-    if (r && typeof r.state === 'string') {
+    if (r && !r.stale && typeof r.state === 'string') {
       state = r.state;
       ensureBadge();
       if (state === 'capturing') schedule();
@@ -325,6 +328,12 @@
     const { turns, streaming } = snapshot();
     if (turns.length > 0) {
       const r = await send(M.make.capture(url, document.title, turns.map(({ id, ...t }) => t)));
+      // The browser's record of this frame does not show `url` yet (a same-document navigation in flight): the
+      // worker refused the turns; read them again shortly.
+      if (r && r.stale) {
+        schedule(STALE_RETRY_MS);
+        return;
+      }
       // Remember what the worker took into the pipeline only (not what it refused because capture was off).
       if (r && !r.error && r.state === 'capturing' && location.href === url) {
         for (const t of turns) sentText.set(t.id, t.text);
@@ -358,6 +367,12 @@
     const seq = ++helloSeq;
     const r = await send(M.make.hello(location.href));
     if (seq !== helloSeq || !r || r.error) return;
+    if (r.stale) {
+      // As in `settle`: ask again once the browser's record of this frame has caught up.
+      if (staleHellos++ < MAX_STALE_HELLOS) setTimeout(() => seq === helloSeq && hello(), STALE_RETRY_MS);
+      return;
+    }
+    staleHellos = 0;
     adapter = r.surface || null;
     conversationId = r.conversation_id || null;
     BLOCK = new Set([...HTML_BLOCK, ...((adapter && adapter.block_elements) || []).map((t) => String(t).toUpperCase())]);

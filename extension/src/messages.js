@@ -21,6 +21,7 @@
     SET_SETTINGS: 'setSettings',
     SET_PATTERNS: 'setPatterns',
     PAIR: 'pair',
+    CLEAR_HELD: 'clearHeld',
     DEBUG: 'debug',
     FLUSH: 'flush',
   });
@@ -37,7 +38,9 @@
   const isObject = (v) => !!v && typeof v === 'object' && !Array.isArray(v);
   const optional = (check) => (v) => v === undefined || v === null || check(v);
 
-  /** Who may send each type, and the check of each of its fields (every field listed; no other is accepted). */
+  /** Who may send each type, and the check of each of its fields (every field listed; no other is accepted). A
+   * content script's `url` is the page it read: the worker never takes the conversation from it (see
+   * `senderPage`); a `url` that disagrees with the browser's record gets a `stale` reply and nothing else. */
   const SHAPES = Object.freeze({
     [MSG.HELLO]: { from: 'content', fields: { url: isString(MAX_URL) } },
     [MSG.CAPTURE]: {
@@ -52,7 +55,11 @@
       from: 'popup',
       fields: { patterns: (v) => Array.isArray(v) && v.every((p) => typeof p === 'string') },
     },
-    [MSG.PAIR]: { from: 'popup', fields: { relayUrl: isString(1024), code: isString(1024) } },
+    [MSG.PAIR]: {
+      from: 'popup',
+      fields: { relayUrl: isString(1024), code: isString(1024), allowPlainHttp: optional((v) => typeof v === 'boolean') },
+    },
+    [MSG.CLEAR_HELD]: { from: 'popup', fields: {} },
     [MSG.DEBUG]: { from: 'popup', fields: {} },
     [MSG.FLUSH]: { from: 'popup', fields: {} },
   });
@@ -82,17 +89,13 @@
     return sender.tab ? 'content' : null;
   }
 
-  /** The URL a content script speaks for: the browser's record of the sending frame decides the origin; the path
-   * may come from the script (a same-document navigation can be newer than the sender record). */
-  function senderPageUrl(sender, claimed) {
-    const real = sender.url || (sender.tab && sender.tab.url) || '';
-    try {
-      const a = new URL(real);
-      const b = new URL(claimed);
-      return a.origin === b.origin ? b.href : real;
-    } catch {
-      return real;
-    }
+  /** The browser's own record of the page a content script's message comes from: the sending frame's URL and,
+   * when that frame is the tab's top frame, the tab's URL. Only these can become the page (and so the
+   * conversation) a message speaks for; the `url` a content script sends is only compared with them, by the core. */
+  function senderPage(sender) {
+    const url = typeof sender.url === 'string' ? sender.url : '';
+    const tab = sender.frameId === 0 && sender.tab && typeof sender.tab.url === 'string' ? sender.tab.url : undefined;
+    return { url: url || tab || '', tab_url: tab };
   }
 
   const make = Object.freeze({
@@ -103,10 +106,11 @@
     popupState: () => ({ type: MSG.POPUP_STATE }),
     setSettings: (patch, intent) => ({ type: MSG.SET_SETTINGS, patch, intent }),
     setPatterns: (patterns) => ({ type: MSG.SET_PATTERNS, patterns }),
-    pair: (relayUrl, code) => ({ type: MSG.PAIR, relayUrl, code }),
+    pair: (relayUrl, code, allowPlainHttp) => ({ type: MSG.PAIR, relayUrl, code, allowPlainHttp }),
+    clearHeld: () => ({ type: MSG.CLEAR_HELD }),
     debug: () => ({ type: MSG.DEBUG }),
     flush: () => ({ type: MSG.FLUSH }),
   });
 
-  g.personkitMessages = Object.freeze({ MSG, ERR, INTENT_PREFIX, make, check, senderKind, senderPageUrl });
+  g.personkitMessages = Object.freeze({ MSG, ERR, INTENT_PREFIX, make, check, senderKind, senderPage });
 })(globalThis);

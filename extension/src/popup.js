@@ -206,6 +206,26 @@ function renderPatterns(errors) {
   }
 }
 
+function renderHeld(s) {
+  $('held').hidden = !s.held;
+  if (!s.held) return;
+  setText(
+    $('held-explain'),
+    `The relay refused these turns. Each is sent once more after the extension or the relay is updated, and dropped ${s.heldDays} days after it was refused.`,
+  );
+  const list = $('held-reasons');
+  const lines = (s.heldReasons || []).map((r) => `${r.count} × ${r.code}${r.message ? `: ${r.message}` : ''}`);
+  if (Array.from(list.children, (li) => li.textContent).join('\n') === lines.join('\n')) return;
+  list.replaceChildren(
+    ...lines.map((text, i) => {
+      const li = document.createElement('li');
+      li.textContent = text;
+      li.dataset.code = s.heldReasons[i].code;
+      return li;
+    }),
+  );
+}
+
 function render(s) {
   // A state read before the newest confirmed write is stale: keep showing what the worker confirmed.
   const rev = typeof s.settings.rev === 'number' ? s.settings.rev : -1;
@@ -220,6 +240,7 @@ function render(s) {
   setText($('queue-length'), String(s.queueLength));
   setText($('sent-count'), String(s.sent));
   setText($('held-count'), String(s.held));
+  renderHeld(s);
   $('queue-warning').hidden = !s.nearFull;
   const err = $('last-error');
   err.hidden = !s.lastError;
@@ -260,7 +281,7 @@ $('pair-button').addEventListener('click', async () => {
   // Pairing spends a one-time code: it is sent once (no retry), and a failure is shown.
   let r = null;
   try {
-    r = await sendOnce(M.make.pair($('relay-url').value.trim(), $('pair-code').value.trim()), 30000);
+    r = await sendOnce(M.make.pair($('relay-url').value.trim(), $('pair-code').value.trim(), $('allow-plain-http').checked), 30000);
   } catch (e) {
     r = { ok: false, error: `Pairing did not complete: ${e.message}` };
   }
@@ -272,6 +293,20 @@ $('pair-button').addEventListener('click', async () => {
     status.textContent = (r && r.error) || 'Pairing failed';
     status.classList.add('signin');
   }
+});
+
+$('clear-held').addEventListener('click', async () => {
+  const status = $('held-status');
+  status.textContent = '';
+  let r = null;
+  try {
+    // Clearing twice is the same as once: safe to retry.
+    r = await send(M.make.clearHeld(), WRITE_ATTEMPTS);
+  } catch (e) {
+    r = { error: e.message };
+  }
+  status.textContent = r && r.ok ? `Cleared ${r.cleared} held turn(s).` : `Could not clear (${(r && r.error) || 'no answer'}).`;
+  await refresh();
 });
 
 $('kill-switch').addEventListener('change', (e) => {

@@ -18,7 +18,7 @@ use super::health::{self, SurfaceRow};
 use super::keyed::Keyed;
 use super::normalize::normalize;
 use super::policy::{self, CaptureState, SkipList, Stats};
-use super::queue::{Applied, Next, Outcome, QueueConfig, QueueState};
+use super::queue::{Applied, HeldReason, Next, Outcome, QueueConfig, QueueState};
 use super::redact::{PatternError, Redactor};
 use super::registry::{self, Registry};
 use super::settings::{self, Settings};
@@ -139,8 +139,15 @@ pub fn load_state(input: &str) -> Result<String> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PageInput {
-    /// The page URL whose origin the browser vouched for (never only what the page claims).
+    /// The sending frame's URL as the browser reports it (`sender.url`).
     url: String,
+    /// The tab's URL as the browser reports it, when the sender is the tab's top frame (`sender.tab.url`).
+    #[serde(default)]
+    tab_url: Option<String>,
+    /// The URL the content script says it is on: only compared with the two above (see
+    /// [`policy::vouched_url`]), never used as the page's URL.
+    #[serde(default)]
+    claimed_url: Option<String>,
     now_ms: u64,
     #[serde(default)]
     settings: Settings,
@@ -151,6 +158,9 @@ struct PageInput {
 /// The page's surface, conversation and thread, and whether it is captured.
 #[derive(Debug, Serialize)]
 struct PageState<'a> {
+    /// The browser's record of the sender does not show the page the script claims (yet): nothing was decided;
+    /// the script asks again shortly.
+    stale: bool,
     /// The registry entry, verbatim (the content script reads its selectors).
     surface: Option<&'a RawValue>,
     conversation_id: Option<String>,
@@ -162,7 +172,26 @@ fn page<'r>(
     registry: &'r Registry,
     i: &PageInput,
 ) -> (Option<&'r registry::Surface>, PageState<'r>) {
-    let m = registry.match_url(&i.url, &crate::time::day(millis(i.now_ms)));
+    let day = crate::time::day(millis(i.now_ms));
+    let Some(url) = policy::vouched_url(
+        registry,
+        &day,
+        &i.url,
+        i.tab_url.as_deref(),
+        i.claimed_url.as_deref(),
+    ) else {
+        return (
+            None,
+            PageState {
+                stale: true,
+                surface: None,
+                conversation_id: None,
+                thread_id: None,
+                state: CaptureState::Off,
+            },
+        );
+    };
+    let m = registry.match_url(url, &day);
     let surface = m.as_ref().map(|m| m.surface);
     let conversation_id = m.and_then(|m| m.conversation_id);
     let thread_id = surface
@@ -173,6 +202,7 @@ fn page<'r>(
     (
         surface,
         PageState {
+            stale: false,
             surface: raw,
             conversation_id,
             thread_id,
@@ -181,8 +211,9 @@ fn page<'r>(
     )
 }
 
-/// `{url, now_ms, settings, skipped}` → `{surface: <registry entry>|null, conversation_id, thread_id, state}`
-/// (`state`: `capturing | skipped | paused | off`).
+/// `{url, tab_url, claimed_url, now_ms, settings, skipped}` → `{stale, surface: <registry entry>|null,
+/// conversation_id, thread_id, state}` (`state`: `capturing | skipped | paused | off`; `stale`: see
+/// [`policy::vouched_url`]).
 pub fn page_state(input: &str) -> Result<String> {
     let i: PageInput = parse(input)?;
     to_json(&page(Registry::builtin(), &i).1)
@@ -190,19 +221,23 @@ pub fn page_state(input: &str) -> Result<String> {
 
 #[derive(Debug, Serialize)]
 struct Toggled {
+    /// Nothing was changed: see [`PageState::stale`].
+    stale: bool,
     state: CaptureState,
     skipped: SkipList,
     /// `skipped` changed: persist it.
     changed: bool,
 }
 
-/// The badge was clicked: `{url, now_ms, settings, skipped}` → `{state, skipped, changed}`. Skips the page's
-/// conversation, or resumes it when it was skipped; a page without a conversation changes nothing.
+/// The badge was clicked: `{url, tab_url, claimed_url, now_ms, settings, skipped}` → `{stale, state, skipped,
+/// changed}`. Skips the page's conversation, or resumes it when it was skipped; a page without a conversation
+/// (or a stale one) changes nothing.
 pub fn toggle_skip(input: &str) -> Result<String> {
     let mut i: PageInput = parse(input)?;
     let (surface, p) = page(Registry::builtin(), &i);
     let Some(thread_id) = p.thread_id.filter(|_| surface.is_some()) else {
         return to_json(&Toggled {
+            stale: p.stale,
             state: policy::capture_state(&i.settings, surface, None, &i.skipped),
             skipped: i.skipped,
             changed: false,
@@ -210,6 +245,7 @@ pub fn toggle_skip(input: &str) -> Result<String> {
     };
     i.skipped.toggle(&thread_id);
     to_json(&Toggled {
+        stale: false,
         state: policy::capture_state(&i.settings, surface, Some(&thread_id), &i.skipped),
         skipped: i.skipped,
         changed: true,
@@ -246,8 +282,12 @@ pub fn set_patterns(input: &str) -> Result<String> {
             i.patterns.len()
         )));
     }
-    let patterns: Vec<String> = i
-        .patterns
+    to_json(&compile_patterns(&i.patterns))
+}
+
+/// The non-empty lines, trimmed, and those of them the core's regex engine compiles.
+fn compile_patterns(lines: &[String]) -> PatternsOutput {
+    let patterns: Vec<String> = lines
         .iter()
         .map(|p| p.trim())
         .filter(|p| !p.is_empty())
@@ -260,10 +300,107 @@ pub fn set_patterns(input: &str) -> Result<String> {
         .filter(|(n, _)| !errors.iter().any(|e| e.index == *n))
         .map(|(_, p)| p.clone())
         .collect();
-    to_json(&PatternsOutput {
+    PatternsOutput {
         patterns,
         active,
         errors,
+    }
+}
+
+/// The `storage.local` keys an older version kept the worker's state (and, before that, the token) under.
+const LEGACY_KEYS: [&str; 10] = [
+    "settings",
+    "deviceId",
+    "queue",
+    "seen",
+    "skipped",
+    "stats",
+    "patterns",
+    "activePatterns",
+    "token",
+    "testFastFlush",
+];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MigrateInput<'a> {
+    /// The whole `storage.local` area as read.
+    #[serde(borrow, default)]
+    local: Keyed<&'a RawValue>,
+    /// The relay base of the token record in the extension origin's IndexedDB, if there is one.
+    #[serde(default)]
+    token_relay: Option<String>,
+}
+
+/// The worker's state as it is kept in the extension origin's IndexedDB (one record per key).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WorkerState {
+    settings: Settings,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device_id: Option<String>,
+    queue: QueueState,
+    seen: SeenSet,
+    skipped: SkipList,
+    stats: Stats,
+    patterns: Vec<String>,
+    active_patterns: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Migrated {
+    state: WorkerState,
+    /// `storage.local` keys to delete once `state` is written.
+    remove: Vec<String>,
+    /// What was found but not taken, for the log.
+    refused: Vec<&'static str>,
+}
+
+/// The one move of the worker's state out of `storage.local` (which content scripts can write in Firefox) into
+/// the extension origin's IndexedDB: `{local, token_relay}` → `{state: {settings, deviceId, queue, seen, skipped,
+/// stats, patterns, activePatterns}, remove, refused}`. Nothing that decides where data goes is taken from
+/// `local`: not a `token` (an older version's; the user pairs again) and not `settings.relayUrl` (the relay of
+/// the IndexedDB token record, else the default, takes its place). Redaction patterns are compiled again rather
+/// than trusted as active.
+pub fn migrate_legacy(input: &str) -> Result<String> {
+    let i: MigrateInput = parse(input)?;
+    let raw = |k: &str| i.local.get(k).copied();
+    let mut refused = Vec::new();
+    let mut settings = stored::<Settings>(raw("settings"));
+    if raw("settings").is_some_and(|s| s.get().contains("\"relayUrl\"")) {
+        refused.push("settings.relayUrl");
+    }
+    settings.relay_url = i
+        .token_relay
+        .as_deref()
+        .and_then(settings::parse_relay_url)
+        .map_or_else(|| settings::DEFAULT_RELAY.to_owned(), |r| r.base);
+    if raw("token").is_some() {
+        refused.push("token");
+        // It was paired: say "sign in again" rather than "not paired".
+        settings.ever_paired = true;
+    }
+    let device_id = stored::<String>(raw("deviceId"));
+    let lines: Vec<String> = stored(raw("patterns"));
+    let compiled = compile_patterns(&lines[..lines.len().min(MAX_PATTERN_LINES)]);
+    let remove = LEGACY_KEYS
+        .iter()
+        .filter(|k| i.local.contains_key(k))
+        .map(|k| (*k).to_owned())
+        .collect();
+    to_json(&Migrated {
+        state: WorkerState {
+            settings,
+            device_id: Some(device_id).filter(|d| !d.is_empty() && d.len() <= 64),
+            queue: stored(raw("queue")),
+            seen: stored(raw("seen")),
+            skipped: stored(raw("skipped")),
+            stats: stored(raw("stats")),
+            patterns: compiled.patterns,
+            active_patterns: compiled.active,
+        },
+        remove,
+        refused,
     })
 }
 
@@ -287,8 +424,12 @@ pub use policy::RawTurn;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CaptureInput<'a> {
-    /// The page URL whose origin the browser vouched for.
+    /// The sending frame's URL as the browser reports it; `tab_url` and `claimed_url` as in [`PageInput`].
     url: String,
+    #[serde(default)]
+    tab_url: Option<String>,
+    #[serde(default)]
+    claimed_url: Option<String>,
     #[serde(default)]
     title: Option<String>,
     /// As the content script sent them: checked here against the limits in [`policy`].
@@ -319,6 +460,9 @@ struct CaptureInput<'a> {
 struct CaptureOutput {
     /// Why the message was refused (the worker answers `invalid_message`); nothing else is set then.
     invalid: Option<String>,
+    /// Nothing was queued: the browser's record of the sender does not show the conversation the script read
+    /// the turns under (see [`policy::vouched_url`]); the script reads again shortly.
+    stale: bool,
     state: CaptureState,
     queue: QueueState,
     seen: SeenSet,
@@ -340,8 +484,9 @@ struct CaptureOutput {
     queue_length: usize,
 }
 
-/// A content script's snapshot: `{url, title, turns: [{role, text, message_key, ordinal_raw}], now_ms, settings,
-/// skipped, stats, patterns, device_id, app_version, queue, seen, fast}` → `{invalid, state, queue, seen, stats,
+/// A content script's snapshot: `{url, tab_url, claimed_url, title, turns: [{role, text, message_key,
+/// ordinal_raw}], now_ms, settings, skipped, stats, patterns, device_id, app_version, queue, seen, fast}` →
+/// `{invalid, stale, state, queue, seen, stats,
 /// changed, surface, thread_id, queued, already_seen, dropped_empty, dropped_invalid, overflowed, near_full,
 /// queue_length}`. Checks the turns, then the capture policy; while capturing it normalises, redacts, hashes,
 /// dedupes and queues them and counts them in the stats.
@@ -354,6 +499,7 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
     let registry = Registry::builtin();
     let mut out = CaptureOutput {
         invalid: None,
+        stale: false,
         state: CaptureState::Off,
         queue_length: input.queue.len(),
         queue: input.queue,
@@ -376,7 +522,18 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
             return out;
         }
     };
-    let Some(m) = registry.match_url(&input.url, &crate::time::day(millis(input.now_ms))) else {
+    let day = crate::time::day(millis(input.now_ms));
+    let Some(url) = policy::vouched_url(
+        registry,
+        &day,
+        &input.url,
+        input.tab_url.as_deref(),
+        input.claimed_url.as_deref(),
+    ) else {
+        out.stale = true;
+        return out;
+    };
+    let Some(m) = registry.match_url(url, &day) else {
         return out;
     };
     let surface = m.surface.id.clone();
@@ -398,7 +555,7 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
         return out;
     }
     let red = redactor(&input.patterns);
-    let url = registry::clean_url(&input.url);
+    let url = registry::clean_url(url);
     let title = input
         .title
         .as_deref()
@@ -567,13 +724,16 @@ struct PairInput {
     /// The browser's user agent (names the device on the relay).
     #[serde(default)]
     user_agent: String,
+    /// The user ticked the override that allows plain http to a relay that is not on this computer.
+    #[serde(default)]
+    allow_plain_http: bool,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum PairRequest {
     Send { relay: String, body: String },
-    Refused { error: &'static str },
+    Refused { error: String },
 }
 
 #[derive(Debug, Serialize)]
@@ -582,25 +742,29 @@ struct PairBody<'a> {
     device_name: &'a str,
 }
 
-/// The popup's Pair button: `{relay_url, code, settings, user_agent}` → `{relay, body}` (the origin to POST
-/// `/v1/pair` to, and the body to send) or `{error}` for the user.
+/// The popup's Pair button: `{relay_url, code, settings, user_agent, allow_plain_http}` → `{relay, body}` (the
+/// relay base to POST `/v1/pair` under, and the body to send) or `{error}` for the user. The relay must be
+/// `https`, or plain `http` on a loopback host, unless `allow_plain_http`.
 pub fn pair_request(input: &str) -> Result<String> {
     let i: PairInput = parse(input)?;
     let typed = i.relay_url.trim();
-    let relay = settings::relay_origin(if typed.is_empty() {
-        &i.settings.relay_url
-    } else {
-        typed
-    });
+    let relay = settings::relay_base(
+        if typed.is_empty() {
+            &i.settings.relay_url
+        } else {
+            typed
+        },
+        i.allow_plain_http,
+    );
     let code = i.code.trim();
     to_json(&match relay {
-        None => PairRequest::Refused {
-            error: "Enter the relay URL, e.g. http://127.0.0.1:8787",
+        Err(e) => PairRequest::Refused {
+            error: e.to_string(),
         },
-        Some(_) if code.is_empty() || code.len() > 64 => PairRequest::Refused {
-            error: "Enter the pairing code that `personkit pair` printed",
+        Ok(_) if code.is_empty() || code.len() > 64 => PairRequest::Refused {
+            error: "Enter the pairing code that `personkit pair` printed".to_owned(),
         },
-        Some(relay) => PairRequest::Send {
+        Ok(relay) => PairRequest::Send {
             relay,
             body: to_json(&PairBody {
                 code,
@@ -659,7 +823,7 @@ struct PairedInput {
     queue: QueueState,
     #[serde(default)]
     settings: Settings,
-    /// The relay origin that issued the token.
+    /// The relay base that issued the token (as `pair_request` returned it).
     relay: String,
 }
 
@@ -673,8 +837,9 @@ struct Paired {
 /// again, right away, and the settings name that relay.
 pub fn on_paired(input: &str) -> Result<String> {
     let mut i: PairedInput = parse(input)?;
-    let relay = settings::relay_origin(&i.relay)
-        .ok_or_else(|| ApiCallError::Refused(format!("`{}` is not a relay origin", i.relay)))?;
+    let relay = settings::parse_relay_url(&i.relay)
+        .ok_or_else(|| ApiCallError::Refused(format!("`{}` is not a relay URL", i.relay)))?
+        .base;
     i.queue.on_paired();
     to_json(&Paired {
         queue: i.queue,
@@ -695,6 +860,8 @@ struct SummaryInput {
 struct QueueSummary {
     queue_length: usize,
     held: usize,
+    held_reasons: Vec<HeldReason>,
+    held_dropped: u64,
     sent: u64,
     near_full: bool,
     sign_in_required: bool,
@@ -705,6 +872,8 @@ fn summary(q: &QueueState, fast: bool) -> QueueSummary {
     QueueSummary {
         queue_length: q.len(),
         held: q.held.len(),
+        held_reasons: q.held_reasons(),
+        held_dropped: q.held_dropped,
         sent: q.sent,
         near_full: q.near_full(&config(fast)),
         sign_in_required: q.auth == super::queue::Auth::SignInRequired,
@@ -712,7 +881,8 @@ fn summary(q: &QueueState, fast: bool) -> QueueSummary {
     }
 }
 
-/// `{queue, fast}` → `{queue_length, held, sent, near_full, sign_in_required, last_error}`.
+/// `{queue, fast}` → `{queue_length, held, held_reasons: [{code, message, count, oldest_ms}], held_dropped, sent,
+/// near_full, sign_in_required, last_error}`.
 pub fn queue_summary(input: &str) -> Result<String> {
     let i: SummaryInput = parse(input)?;
     to_json(&summary(&i.queue, i.fast))
@@ -748,6 +918,10 @@ struct PopupState {
     sign_in_required: bool,
     queue_length: usize,
     held: usize,
+    held_reasons: Vec<HeldReason>,
+    held_dropped: u64,
+    /// Days a held turn is kept before it is dropped.
+    held_days: u64,
     sent: u64,
     near_full: bool,
     last_error: Option<super::queue::LastError>,
@@ -772,6 +946,9 @@ pub fn popup_state(input: &str) -> Result<String> {
         sign_in_required: q.sign_in_required || (!i.paired && i.settings.ever_paired),
         queue_length: q.queue_length,
         held: q.held,
+        held_reasons: q.held_reasons,
+        held_dropped: q.held_dropped,
+        held_days: config(i.fast).held_ttl_ms / (24 * 3_600_000),
         sent: q.sent,
         near_full: q.near_full,
         last_error: q.last_error,
@@ -786,6 +963,79 @@ pub fn popup_state(input: &str) -> Result<String> {
         ),
         patterns: i.patterns,
         settings: i.settings,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MaintainInput {
+    #[serde(default)]
+    queue: QueueState,
+    now_ms: u64,
+    /// The extension's version (its manifest's).
+    app_version: String,
+    /// The relay base the token is bound to, and its `GET /v1/health` body as received (either absent: the relay
+    /// is not known now).
+    #[serde(default)]
+    relay: Option<String>,
+    #[serde(default)]
+    relay_health: Option<String>,
+    #[serde(default)]
+    fast: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct MaintainOutput {
+    queue: QueueState,
+    /// Held items sent back to the queue for their one retry.
+    requeued: usize,
+    expired: usize,
+    /// `queue` changed: persist it.
+    changed: bool,
+}
+
+/// Upkeep of the held items: `{queue, now_ms, app_version, relay, relay_health, fast}` →
+/// `{queue, requeued, expired, changed}`. Drops held items past their time and gives those held under another
+/// extension version or another relay (base, version or limits) their one retry; see
+/// [`QueueState::maintain`].
+pub fn maintain(input: &str) -> Result<String> {
+    let mut i: MaintainInput = parse(input)?;
+    let relay = i
+        .relay
+        .as_deref()
+        .zip(i.relay_health.as_deref())
+        .and_then(|(base, body)| super::queue::relay_fingerprint(base, body));
+    let m = i
+        .queue
+        .maintain(i.now_ms, &i.app_version, relay.as_deref(), &config(i.fast));
+    to_json(&MaintainOutput {
+        queue: i.queue,
+        requeued: m.requeued,
+        expired: m.expired,
+        changed: m.changed,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClearHeldInput {
+    #[serde(default)]
+    queue: QueueState,
+}
+
+#[derive(Debug, Serialize)]
+struct ClearHeldOutput {
+    queue: QueueState,
+    cleared: usize,
+}
+
+/// The popup's "Clear held" button: `{queue}` → `{queue, cleared}` with every held item dropped.
+pub fn clear_held(input: &str) -> Result<String> {
+    let mut i: ClearHeldInput = parse(input)?;
+    let cleared = i.queue.clear_held();
+    to_json(&ClearHeldOutput {
+        queue: i.queue,
+        cleared,
     })
 }
 
@@ -932,6 +1182,69 @@ mod tests {
         let out = call(capture, input);
         assert_eq!(out["queued"], 0);
         assert_eq!(out["surface"], Value::Null);
+    }
+
+    /// Regression (hardening issue, item 12): a `capture` naming `https://chatgpt.com/c/someone-else`, sent from
+    /// a tab at `/c/mine`, was queued into that other conversation's thread. The conversation now comes only from
+    /// the browser's record of the sender; a claim that disagrees queues nothing.
+    #[test]
+    fn the_conversation_comes_from_the_browser_record_never_from_the_message() {
+        let mut input = snapshot(
+            json!([{"role": "user", "text": "hi"}]),
+            json!({}),
+            json!({}),
+        );
+        let thread = |c: &str| crate::ids::thread_id("browser-ext:chatgpt", c).to_string();
+        input["url"] = json!("https://chatgpt.com/c/mine");
+        for claim in [
+            "https://chatgpt.com/c/someone-else",
+            "https://claude.ai/chat/someone-else",
+            "https://chatgpt.com/",
+            "not a url",
+        ] {
+            input["claimed_url"] = json!(claim);
+            let out = call(capture, input.clone());
+            assert_eq!(
+                (out["stale"].as_bool(), out["queued"].as_u64()),
+                (Some(true), Some(0)),
+                "{claim}"
+            );
+            assert_eq!(out["thread_id"], Value::Null);
+            assert_eq!(out["changed"], false);
+            for f in [page_state, toggle_skip] {
+                let p = call(
+                    f,
+                    json!({"url": "https://chatgpt.com/c/mine", "claimed_url": claim, "now_ms": NOW,
+                           "settings": chatgpt_on()}),
+                );
+                assert_eq!(p["stale"], true, "{claim}: {p}");
+                assert_ne!(p["thread_id"], json!(thread("someone-else")));
+                if let Some(skipped) = p.get("skipped") {
+                    assert_eq!(skipped, &json!([]));
+                }
+            }
+        }
+        // The claim agrees with the frame: the frame's URL is the page (query and fragment still dropped).
+        input["claimed_url"] = json!("https://chatgpt.com/c/mine#x");
+        let out = call(capture, input.clone());
+        assert_eq!(
+            (out["stale"].as_bool(), out["queued"].as_u64()),
+            (Some(false), Some(1))
+        );
+        assert_eq!(out["thread_id"], json!(thread("mine")));
+        // The frame's record lags a same-document navigation the tab's record already shows: the tab's is used.
+        input["url"] = json!("https://chatgpt.com/c/before");
+        input["tab_url"] = json!("https://chatgpt.com/c/mine");
+        input["turns"] = json!([{"role": "user", "text": "after the navigation"}]);
+        let out = call(capture, input.clone());
+        assert_eq!(out["thread_id"], json!(thread("mine")));
+        assert_eq!(out["queued"], 1);
+        let body = call(next_batch, json!({"queue": out["queue"], "now_ms": NOW}))["body"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(body.contains("https://chatgpt.com/c/mine\""), "{body}");
+        assert!(!body.contains("/c/before"), "{body}");
     }
 
     #[test]
@@ -1103,6 +1416,74 @@ mod tests {
         );
     }
 
+    /// Held turns through the entry points the worker and the popup use: shown with their reason, retried once
+    /// after a new version, cleared by the user.
+    #[test]
+    fn held_turns_through_the_api() {
+        let out = call(
+            capture,
+            snapshot(
+                json!([{"role": "user", "text": "one"}, {"role": "user", "text": "two"}]),
+                json!({}),
+                json!({}),
+            ),
+        );
+        let m = call(
+            maintain,
+            json!({"queue": out["queue"], "now_ms": 1, "app_version": "0.1.0"}),
+        );
+        let next = call(next_batch, json!({"queue": m["queue"], "now_ms": 2}));
+        let resp = json!({"stored": 0, "duplicate": 0, "rejected": 2, "results": [
+            {"index": 0, "status": "rejected", "error": {"code": "content_too_large", "message": "content is 9 bytes, over the limit of 1", "hint": "h"}},
+            {"index": 1, "status": "rejected", "error": {"code": "content_too_large", "message": "content is 9 bytes, over the limit of 1", "hint": "h"}}]});
+        let done = call(
+            on_outcome,
+            json!({"queue": m["queue"], "ids": next["ids"], "now_ms": 3, "status": 200, "body": resp.to_string()}),
+        );
+        let s = call(
+            popup_state,
+            json!({"now_ms": 4, "paired": true, "queue": done["queue"]}),
+        );
+        assert_eq!(
+            (s["held"].as_u64(), s["queueLength"].as_u64()),
+            (Some(2), Some(0))
+        );
+        assert_eq!(s["heldReasons"][0]["code"], "content_too_large");
+        assert_eq!(s["heldReasons"][0]["count"], 2);
+        assert!(
+            s["heldReasons"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("limit")
+        );
+        assert_eq!(s["heldDays"], 7);
+        let again = call(
+            maintain,
+            json!({"queue": done["queue"], "now_ms": 5, "app_version": "0.1.0",
+                   "relay": "http://127.0.0.1:1", "relay_health": r#"{"version": "1"}"#}),
+        );
+        assert_eq!(
+            (again["requeued"].as_u64(), again["changed"].as_bool()),
+            (Some(0), Some(true))
+        );
+        let upgraded = call(
+            maintain,
+            json!({"queue": again["queue"], "now_ms": 6, "app_version": "0.2.0"}),
+        );
+        assert_eq!(upgraded["requeued"], 2);
+        assert_eq!(
+            call(queue_summary, json!({"queue": upgraded["queue"]}))["queue_length"],
+            2
+        );
+        let cleared = call(clear_held, json!({"queue": done["queue"]}));
+        assert_eq!(cleared["cleared"], 2);
+        let s = call(queue_summary, json!({"queue": cleared["queue"]}));
+        assert_eq!(
+            (s["held"].as_u64(), s["held_dropped"].as_u64()),
+            (Some(0), Some(2))
+        );
+    }
+
     #[test]
     fn patterns_redaction_and_registry() {
         let errs = call(validate_patterns, json!(["ok", "(bad", "[z-a]"]));
@@ -1184,12 +1565,88 @@ mod tests {
             json!({"settings": {"relayUrl": "http://127.0.0.1:9/x", "rev": 4},
             "skipped": "nope", "stats": [], "patterns": ["a"], "active_patterns": null}),
         );
-        assert_eq!(odd["settings"]["relayUrl"], "http://127.0.0.1:9");
+        assert_eq!(odd["settings"]["relayUrl"], "http://127.0.0.1:9/x");
         assert_eq!(odd["settings"]["rev"], 4);
         assert_eq!(odd["skipped"], json!([]));
         assert_eq!(odd["stats"], json!({}));
         assert_eq!(odd["patterns"], json!(["a"]));
         assert_eq!(odd["active_patterns"], json!([]));
+    }
+
+    /// Regression (hardening issue, item 10): the worker adopted a `token` found in `storage.local` and bound it
+    /// to `settings.relayUrl` from the same area, which content scripts can write in Firefox. The one migration
+    /// out of that area takes the user's data and nothing that decides where it is sent.
+    #[test]
+    fn the_migration_takes_no_token_and_no_relay_from_storage_local() {
+        let captured = call(
+            capture,
+            snapshot(
+                json!([{"role": "user", "text": "queued before the upgrade"}]),
+                json!({}),
+                json!({}),
+            ),
+        );
+        let local = json!({
+            "token": "planted-token",
+            "settings": {"relayUrl": "https://attacker.example", "enabled": {"browser-ext:claude": true},
+                         "killSwitch": true, "rev": 7},
+            "deviceId": "dev-42",
+            "queue": captured["queue"],
+            "seen": captured["seen"],
+            "skipped": ["t-1"],
+            "stats": captured["stats"],
+            "patterns": ["ACME-\\d+", "(bad"],
+            "activePatterns": ["(bad", ".*"],
+            "testFastFlush": true,
+            "unrelated": 1,
+        });
+        let m = call(
+            migrate_legacy,
+            json!({"local": local, "token_relay": "http://127.0.0.1:8787"}),
+        );
+        let st = &m["state"];
+        assert_eq!(st["settings"]["relayUrl"], "http://127.0.0.1:8787");
+        assert!(!m.to_string().contains("attacker"), "{m}");
+        assert!(!m.to_string().contains("planted-token"), "{m}");
+        assert_eq!(m["refused"], json!(["settings.relayUrl", "token"]));
+        assert_eq!(st["settings"]["everPaired"], true);
+        assert_eq!(st["settings"]["killSwitch"], true);
+        assert_eq!(st["settings"]["enabled"]["browser-ext:claude"], true);
+        assert_eq!(st["deviceId"], "dev-42");
+        assert_eq!(st["queue"], captured["queue"]);
+        assert_eq!(st["seen"], captured["seen"]);
+        assert_eq!(st["skipped"], json!(["t-1"]));
+        assert_eq!(st["patterns"], json!(["ACME-\\d+", "(bad"]));
+        assert_eq!(
+            st["activePatterns"],
+            json!(["ACME-\\d+"]),
+            "compiled again, not trusted"
+        );
+        let mut remove: Vec<String> = serde_json::from_value(m["remove"].clone()).unwrap();
+        remove.sort();
+        assert_eq!(
+            remove,
+            [
+                "activePatterns",
+                "deviceId",
+                "patterns",
+                "queue",
+                "seen",
+                "settings",
+                "skipped",
+                "stats",
+                "testFastFlush",
+                "token"
+            ]
+        );
+        // No token record in IndexedDB: the default relay, never the one in storage.local.
+        let m = call(migrate_legacy, json!({"local": local}));
+        assert_eq!(m["state"]["settings"]["relayUrl"], settings::DEFAULT_RELAY);
+        // A fresh install: defaults, nothing to remove.
+        let fresh = call(migrate_legacy, json!({}));
+        assert_eq!(fresh["remove"], json!([]));
+        assert_eq!(fresh["state"]["settings"]["everPaired"], false);
+        assert_eq!(fresh["state"].get("deviceId"), None);
     }
 
     #[test]
@@ -1232,6 +1689,14 @@ mod tests {
         assert_eq!(paired["settings"]["rev"], 3);
         assert_eq!(paired["settings"]["relayUrl"], "http://127.0.0.1:8787");
         assert!(on_paired(&json!({"relay": "nope"}).to_string()).is_err());
+        let sub = call(
+            on_paired,
+            json!({"relay": "https://host.example/personkit"}),
+        );
+        assert_eq!(
+            sub["settings"]["relayUrl"],
+            "https://host.example/personkit"
+        );
         let answer =
             |status: u16, body: &str| call(pair_response, json!({"status": status, "body": body}));
         assert_eq!(
@@ -1251,6 +1716,49 @@ mod tests {
             answer(200, "{}")["error"],
             "Pairing failed: HTTP 200.",
             "a 2xx without a token is not a pairing"
+        );
+    }
+
+    /// Regression (hardening issue, item 11): pairing accepted `http://relay.example.com:8787`, so the token
+    /// would have crossed the network in clear text; a relay under a sub-path keeps its path.
+    #[test]
+    fn pairing_refuses_plain_http_to_a_remote_relay_and_keeps_a_sub_path() {
+        let req = |url: &str, allow: bool| {
+            call(
+                pair_request,
+                json!({"relay_url": url, "code": "ABCD-EFGH", "allow_plain_http": allow}),
+            )
+        };
+        let refused = req("http://relay.example.com:8787", false);
+        assert_eq!(refused["relay"], Value::Null);
+        let error = refused["error"].as_str().unwrap();
+        assert!(
+            error.contains("unencrypted") && error.contains("https"),
+            "{error}"
+        );
+        assert_eq!(
+            req("http://relay.example.com:8787", true)["relay"],
+            "http://relay.example.com:8787",
+            "the explicit override"
+        );
+        assert_eq!(
+            req("https://relay.example.com/personkit/", false)["relay"],
+            "https://relay.example.com/personkit"
+        );
+        assert_eq!(
+            req("http://localhost:8787", false)["relay"],
+            "http://localhost:8787"
+        );
+        // The stored default is checked the same way when the box is left empty.
+        let from_settings = call(
+            pair_request,
+            json!({"code": "x", "settings": {"relayUrl": "http://10.1.2.3:8787"}}),
+        );
+        assert!(
+            from_settings["error"]
+                .as_str()
+                .unwrap()
+                .contains("unencrypted")
         );
     }
 
@@ -1282,7 +1790,13 @@ mod tests {
     /// Every entry point refuses a key it does not know, and says which.
     #[test]
     fn a_misspelt_key_is_an_error_naming_it() {
-        let cases: [(Entry, Value); 14] = [
+        let cases: [(Entry, Value); 17] = [
+            (migrate_legacy, json!({"local": {}})),
+            (
+                maintain,
+                json!({"now_ms": 1, "app_version": "1", "relay": "http://127.0.0.1:1", "relay_health": "{}"}),
+            ),
+            (clear_held, json!({})),
             (load_state, json!({})),
             (
                 page_state,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::keyed::Keyed;
 use super::queue::Applied;
-use super::registry::{Status, Surface};
+use super::registry::{Registry, Status, Surface};
 use super::settings::Settings;
 use crate::wire::{self, Role};
 
@@ -57,6 +57,33 @@ pub fn capture_state(
         return CaptureState::Skipped;
     }
     CaptureState::Capturing
+}
+
+/// The page a content script's message speaks for, chosen only among the URLs the browser itself reported for
+/// the sender: `url` (the sending frame's, `sender.url`) and `tab_url` (the tab's, when the sender is its top
+/// frame). `claimed` — the URL the script says it read the page under — only picks between them: the first whose
+/// surface and conversation are the claim's is returned. `None` when neither agrees (the browser's record is
+/// behind a same-document navigation the script has already seen, or the script names another conversation): the
+/// message is then refused, never filed under the claim. Without a claim, `url` is the page.
+pub fn vouched_url<'a>(
+    registry: &Registry,
+    day: &str,
+    url: &'a str,
+    tab_url: Option<&'a str>,
+    claimed: Option<&str>,
+) -> Option<&'a str> {
+    let Some(claimed) = claimed else {
+        return Some(url);
+    };
+    let key = |u: &str| {
+        registry
+            .match_url(u, day)
+            .map(|m| (m.surface.id.clone(), m.conversation_id))
+    };
+    let want = key(claimed)?;
+    std::iter::once(url)
+        .chain(tab_url)
+        .find(|u| key(u).as_ref() == Some(&want))
 }
 
 /// Thread ids the user skipped from the badge, oldest first (`storage.local` `skipped`).

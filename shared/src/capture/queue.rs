@@ -1,8 +1,15 @@
 //! The delivery queue as a pure state machine. The worker persists [`QueueState`] (it is plain serde) after every
 //! step, asks [`QueueState::next_batch`] what to send, performs the POST itself and feeds the outcome back through
 //! [`QueueState::on_outcome`]. Invariants (property-tested): an item leaves the queue only when the relay
-//! answered `stored` or `duplicate` for it; the queue never holds more than its bound; after a 401 nothing is
-//! sent until the user pairs again, and every item is still there.
+//! answered `stored` or `duplicate` for it, or when it was held (rejected) and then expired, was pushed out of the
+//! held list by newer rejections, or was cleared by the user; the queue never holds more than its bound; after a
+//! 401 nothing is sent until the user pairs again, and every item is still there.
+//!
+//! Held items (the relay rejected them: resending them unchanged would not help) live beside the queue, never in
+//! it: they do not count toward the delivery bound, so rejections never stop new capture. Each is retried once
+//! when the extension's version or the relay (its base, version or advertised limits) differs from the one that
+//! rejected it ([`QueueState::maintain`]), expires [`QueueConfig::held_ttl_ms`] after it was held, and the user
+//! can clear them all ([`QueueState::clear_held`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +28,11 @@ pub struct QueueConfig {
     pub max_backoff_ms: u64,
     /// How long the worker waits after an enqueue before it flushes (lets turns of one snapshot share a batch).
     pub flush_delay_ms: u64,
+    /// Bound of the held list; the oldest held items make room for newer rejections.
+    pub max_held_items: usize,
+    pub max_held_bytes: usize,
+    /// A held item is dropped this long after it was held.
+    pub held_ttl_ms: u64,
 }
 
 impl QueueConfig {
@@ -34,6 +46,9 @@ impl QueueConfig {
             base_backoff_ms: 2_000,
             max_backoff_ms: 5 * 60_000,
             flush_delay_ms: 2_000,
+            max_held_items: 200,
+            max_held_bytes: 2 * 1024 * 1024,
+            held_ttl_ms: 7 * 24 * 3_600_000,
         }
     }
 
@@ -60,6 +75,19 @@ pub struct QueuedItem {
     /// Set when the relay rejected the item: it then sits in `held` (resending it unchanged would not help).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ApiError>,
+    /// When it was held (ms since the epoch). Unset on an item held by a version that did not record it:
+    /// [`QueueState::maintain`] dates it then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_at_ms: Option<u64>,
+    /// The extension version that held it (unset: an older version that did not record it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_version: Option<String>,
+    /// The relay (see [`relay_fingerprint`]) that rejected it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_relay: Option<String>,
+    /// Already sent once more after a hold: a second rejection keeps it held until it expires or is cleared.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retried: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -103,6 +131,46 @@ pub struct QueueState {
     pub batch_limit: usize,
     #[serde(default)]
     pub last_error: Option<LastError>,
+    /// The extension version last seen by [`QueueState::maintain`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_version: Option<String>,
+    /// The relay last seen by [`QueueState::maintain`] (see [`relay_fingerprint`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<String>,
+    /// Held items dropped, ever: expired, pushed out by newer rejections, or cleared by the user.
+    #[serde(default)]
+    pub held_dropped: u64,
+}
+
+/// What identifies the relay's behaviour towards a turn: its base URL plus the `version` and `limits` of its
+/// `GET /v1/health` body (other fields, e.g. a clock, are left out so they cannot look like a change). `None`
+/// when the body is not a JSON object.
+pub fn relay_fingerprint(base: &str, health_body: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(health_body).ok()?;
+    let o = v.as_object()?;
+    let pick = |k: &str| o.get(k).map_or_else(String::new, |x| x.to_string());
+    Some(format!("{base} {} {}", pick("version"), pick("limits")))
+}
+
+/// What [`QueueState::maintain`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct Maintained {
+    /// Held items moved back to the queue for their one retry.
+    pub requeued: usize,
+    /// Held items dropped because they expired.
+    pub expired: usize,
+    /// The state changed: persist it.
+    pub changed: bool,
+}
+
+/// One reason items are held, for the popup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeldReason {
+    pub code: String,
+    pub message: String,
+    pub count: usize,
+    /// When the oldest of them was held (ms since the epoch; 0 when unknown).
+    pub oldest_ms: u64,
 }
 
 /// What the worker should do now.
@@ -163,13 +231,108 @@ impl QueueState {
         self.items.is_empty()
     }
 
+    /// Items counted toward the bound: the queue only (held items have their own, see [`QueueConfig`]).
     fn total_items(&self) -> usize {
-        self.items.len() + self.held.len()
+        self.items.len()
     }
 
     fn total_bytes(&self) -> usize {
         self.items.iter().map(|i| i.bytes).sum::<usize>()
-            + self.held.iter().map(|h| h.bytes).sum::<usize>()
+    }
+
+    /// Held items grouped by the relay's error code, most frequent first.
+    pub fn held_reasons(&self) -> Vec<HeldReason> {
+        let mut out: Vec<HeldReason> = Vec::new();
+        for item in &self.held {
+            let (code, message) = item
+                .error
+                .as_ref()
+                .map_or(("rejected", ""), |e| (e.code.as_str(), e.message.as_str()));
+            let at = item.held_at_ms.unwrap_or(0);
+            match out.iter_mut().find(|r| r.code == code) {
+                Some(r) => {
+                    r.count += 1;
+                    r.oldest_ms = r.oldest_ms.min(at);
+                }
+                None => out.push(HeldReason {
+                    code: code.to_owned(),
+                    message: message.to_owned(),
+                    count: 1,
+                    oldest_ms: at,
+                }),
+            }
+        }
+        out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.code.cmp(&b.code)));
+        out
+    }
+
+    /// The user cleared the held items: all are dropped. Returns how many.
+    pub fn clear_held(&mut self) -> usize {
+        let n = self.held.len();
+        self.held.clear();
+        self.held_dropped += n as u64;
+        n
+    }
+
+    /// Records the extension version and, when known, the relay now in use (`relay`: a [`relay_fingerprint`]);
+    /// drops held items older than the configured time; gives each held item held under another version or
+    /// relay its one retry (moved back to the end of the queue while the queue has room).
+    pub fn maintain(
+        &mut self,
+        now_ms: u64,
+        app_version: &str,
+        relay: Option<&str>,
+        cfg: &QueueConfig,
+    ) -> Maintained {
+        let mut out = Maintained::default();
+        if self.app_version.as_deref() != Some(app_version) {
+            self.app_version = Some(app_version.to_owned());
+            out.changed = true;
+        }
+        if let Some(r) = relay
+            && self.relay.as_deref() != Some(r)
+        {
+            self.relay = Some(r.to_owned());
+            out.changed = true;
+        }
+        let mut bytes = self.total_bytes();
+        let mut kept = Vec::with_capacity(self.held.len());
+        for mut item in std::mem::take(&mut self.held) {
+            let held_at = *item.held_at_ms.get_or_insert_with(|| {
+                out.changed = true;
+                now_ms
+            });
+            if now_ms.saturating_sub(held_at) >= cfg.held_ttl_ms {
+                out.expired += 1;
+                continue;
+            }
+            let new_version = item.held_version.as_deref() != Some(app_version);
+            let new_relay = match (item.held_relay.as_deref(), relay) {
+                (Some(then), Some(now)) => then != now,
+                _ => false,
+            };
+            let fits = self.items.len() < cfg.max_items
+                && bytes.saturating_add(item.bytes) <= cfg.max_bytes;
+            if !item.retried && (new_version || new_relay) && fits {
+                bytes += item.bytes;
+                item.retried = true;
+                item.error = None;
+                item.held_at_ms = None;
+                item.held_version = None;
+                item.held_relay = None;
+                self.items.push(item);
+                out.requeued += 1;
+            } else {
+                kept.push(item);
+            }
+        }
+        self.held = kept;
+        self.held_dropped += out.expired as u64;
+        out.changed |= out.expired > 0 || out.requeued > 0;
+        if out.requeued > 0 {
+            self.next_attempt_ms = self.next_attempt_ms.min(now_ms);
+        }
+        out
     }
 
     pub fn near_full(&self, cfg: &QueueConfig) -> bool {
@@ -201,6 +364,10 @@ impl QueueState {
                 attempts: 0,
                 json,
                 error: None,
+                held_at_ms: None,
+                held_version: None,
+                held_relay: None,
+                retried: false,
             });
             accepted.push(true);
         }
@@ -278,8 +445,16 @@ impl QueueState {
         });
     }
 
-    /// Move the items with these ids to the held list with this error.
-    fn hold(&mut self, ids: &[u64], error: &ApiError, applied: &mut Applied) {
+    /// Move the items with these ids to the held list with this error; the oldest held items make room when the
+    /// held list is over its bound.
+    fn hold(
+        &mut self,
+        ids: &[u64],
+        error: &ApiError,
+        now_ms: u64,
+        cfg: &QueueConfig,
+        applied: &mut Applied,
+    ) {
         let (held, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.items)
             .into_iter()
             .partition(|i| ids.contains(&i.id));
@@ -289,8 +464,21 @@ impl QueueState {
                 .rejected
                 .push((item.surface.clone(), error.code.clone()));
             item.error = Some(error.clone());
+            item.held_at_ms = Some(now_ms);
+            item.held_version = self.app_version.clone();
+            item.held_relay = self.relay.clone();
             self.held.push(item);
         }
+        let mut bytes: usize = self.held.iter().map(|h| h.bytes).sum();
+        let mut cut = 0;
+        while cut < self.held.len()
+            && (self.held.len() - cut > cfg.max_held_items || bytes > cfg.max_held_bytes)
+        {
+            bytes -= self.held[cut].bytes;
+            cut += 1;
+        }
+        self.held.drain(..cut);
+        self.held_dropped += cut as u64;
     }
 
     /// Apply the outcome of POSTing the batch made of `ids`.
@@ -330,7 +518,7 @@ impl QueueState {
         };
         match status {
             200 => match serde_json::from_str::<BatchResponse>(body) {
-                Ok(resp) => self.apply_batch_response(ids, &resp, now_ms, &mut applied),
+                Ok(resp) => self.apply_batch_response(ids, &resp, now_ms, cfg, &mut applied),
                 Err(e) => {
                     self.error(
                         "bad_response",
@@ -365,7 +553,7 @@ impl QueueState {
                     )
                 });
                 self.error(&err.code, err.message.clone(), now_ms);
-                self.hold(ids, &err, &mut applied);
+                self.hold(ids, &err, now_ms, cfg, &mut applied);
                 self.next_attempt_ms = now_ms;
                 applied.retry_in_ms = Some(0);
             }
@@ -395,6 +583,7 @@ impl QueueState {
         ids: &[u64],
         resp: &BatchResponse,
         now_ms: u64,
+        cfg: &QueueConfig,
         applied: &mut Applied,
     ) {
         let mut done: Vec<u64> = Vec::new();
@@ -428,7 +617,7 @@ impl QueueState {
         self.sent += acked_count as u64;
         applied.acknowledged = acked;
         for (id, err) in &rejected {
-            self.hold(&[*id], err, applied);
+            self.hold(&[*id], err, now_ms, cfg, applied);
         }
         self.failures = 0;
         self.next_attempt_ms = now_ms;
@@ -674,6 +863,157 @@ mod tests {
         assert_eq!(empty, QueueState::default());
     }
 
+    fn reject_all(q: &mut QueueState, now: u64, cfg: &QueueConfig) -> usize {
+        let mut n = 0;
+        while let Next::Send { ids, .. } = q.next_batch(now, cfg) {
+            let st = vec![ItemStatus::Rejected; ids.len()];
+            q.on_outcome(&ids, &response(&st), now, cfg);
+            n += ids.len();
+        }
+        n
+    }
+
+    /// Regression (hardening issue, item 9): rejected turns counted toward the queue's bound forever, so enough
+    /// rejections stopped capture for good.
+    #[test]
+    fn held_turns_never_block_new_capture() {
+        let cfg = QueueConfig {
+            max_items: 5,
+            max_held_items: 8,
+            ..QueueConfig::normal()
+        };
+        let mut q = QueueState::default();
+        q.maintain(0, "1.0", None, &cfg);
+        let mut n = 0;
+        for round in 0..4 {
+            let e = q.enqueue((n..n + 5).map(obs).collect(), &cfg);
+            n += 5;
+            assert_eq!(e.accepted, vec![true; 5], "round {round}: capture refused");
+            assert_eq!(reject_all(&mut q, 10, &cfg), 5);
+            assert!(!q.near_full(&cfg), "held items do not fill the queue");
+        }
+        // The held list keeps its own bound: the oldest rejections made room for the newest.
+        assert_eq!(q.held.len(), 8);
+        assert_eq!(q.held_dropped, 12);
+        assert_eq!(q.held.first().unwrap().id, 13);
+        assert_eq!(
+            q.held_reasons(),
+            vec![HeldReason {
+                code: "hash_mismatch".into(),
+                message: "m".into(),
+                count: 8,
+                oldest_ms: 10
+            }]
+        );
+    }
+
+    #[test]
+    fn held_turns_expire_after_the_configured_time() {
+        let cfg = QueueConfig::normal();
+        let mut q = QueueState::default();
+        q.maintain(0, "1.0", None, &cfg);
+        q.enqueue(vec![obs(1)], &cfg);
+        reject_all(&mut q, 1_000, &cfg);
+        let day = 24 * 3_600_000;
+        let m = q.maintain(1_000 + 7 * day - 1, "1.0", None, &cfg);
+        assert_eq!((m.expired, m.requeued, q.held.len()), (0, 0, 1));
+        let m = q.maintain(1_000 + 7 * day, "1.0", None, &cfg);
+        assert_eq!((m.expired, q.held.len(), q.held_dropped), (1, 0, 1));
+        assert!(m.changed);
+        // An item held by a version that did not date it is dated now, and expires a week later.
+        q.held.push(QueuedItem {
+            id: 99,
+            surface: "s".into(),
+            bytes: 1,
+            attempts: 1,
+            json: "{}".into(),
+            error: None,
+            held_at_ms: None,
+            held_version: Some("1.0".into()),
+            held_relay: None,
+            retried: true,
+        });
+        q.maintain(50 * day, "1.0", None, &cfg);
+        assert_eq!(q.held[0].held_at_ms, Some(50 * day));
+        q.maintain(57 * day, "1.0", None, &cfg);
+        assert!(q.held.is_empty());
+    }
+
+    #[test]
+    fn held_turns_are_retried_once_after_a_new_version_or_relay() {
+        let cfg = QueueConfig::normal();
+        let relay_a = relay_fingerprint("http://r", r#"{"ok": true, "version": "0.1.0"}"#).unwrap();
+        let mut q = QueueState::default();
+        q.maintain(0, "1.0", Some(&relay_a), &cfg);
+        q.enqueue(vec![obs(1), obs(2)], &cfg);
+        reject_all(&mut q, 5, &cfg);
+        // Same version, same relay: nothing to retry.
+        let m = q.maintain(6, "1.0", Some(&relay_a), &cfg);
+        assert_eq!((m.requeued, m.changed), (0, false));
+        assert!(matches!(q.next_batch(6, &cfg), Next::Idle));
+        // A new extension version: each is sent once more...
+        let m = q.maintain(7, "1.1", Some(&relay_a), &cfg);
+        assert_eq!(m.requeued, 2);
+        assert!(q.held.is_empty());
+        let (ids, _) = send(&q, 7, &cfg);
+        assert_eq!(ids, vec![1, 2]);
+        // ...and one accepted, the other rejected again: that one stays held, whatever changes next.
+        q.on_outcome(
+            &ids,
+            &response(&[ItemStatus::Stored, ItemStatus::Rejected]),
+            8,
+            &cfg,
+        );
+        assert_eq!((q.sent, q.held.len()), (1, 1));
+        let relay_b = relay_fingerprint(
+            "http://r",
+            r#"{"version": "0.1.0", "limits": {"max_content_bytes": 1}}"#,
+        )
+        .unwrap();
+        assert_eq!(q.maintain(9, "1.2", Some(&relay_b), &cfg).requeued, 0);
+        assert_eq!(q.held.len(), 1);
+
+        // A relay that changed (its limits here) retries what it rejected, once.
+        let mut q = QueueState::default();
+        q.maintain(0, "1.0", Some(&relay_a), &cfg);
+        q.enqueue(vec![obs(3)], &cfg);
+        reject_all(&mut q, 5, &cfg);
+        assert_eq!(
+            q.maintain(6, "1.0", None, &cfg).requeued,
+            0,
+            "relay unknown"
+        );
+        assert_eq!(q.maintain(6, "1.0", Some(&relay_b), &cfg).requeued, 1);
+        // Fields other than version and limits do not count as a change.
+        assert_eq!(
+            relay_fingerprint("http://r", r#"{"version": "0.1.0", "ok": true, "now": 5}"#),
+            Some(relay_a)
+        );
+        assert_eq!(relay_fingerprint("http://r", "<html>"), None);
+    }
+
+    #[test]
+    fn the_user_clears_held_turns() {
+        let cfg = QueueConfig::normal();
+        let mut q = QueueState::default();
+        q.enqueue(vec![obs(1), obs(2), obs(3)], &cfg);
+        let (ids, _) = send(&q, 0, &cfg);
+        q.on_outcome(
+            &ids,
+            &response(&[
+                ItemStatus::Rejected,
+                ItemStatus::Stored,
+                ItemStatus::Rejected,
+            ]),
+            0,
+            &cfg,
+        );
+        assert_eq!(q.clear_held(), 2);
+        assert!(q.held.is_empty() && q.held_reasons().is_empty());
+        assert_eq!((q.held_dropped, q.sent), (2, 1));
+        assert_eq!(q.clear_held(), 0);
+    }
+
     #[derive(Debug, Clone)]
     enum Step {
         Enqueue(usize),
@@ -699,7 +1039,7 @@ mod tests {
     proptest! {
         #[test]
         fn only_acknowledged_items_ever_leave(steps in proptest::collection::vec(step(), 1..60)) {
-            let cfg = QueueConfig { max_items: 12, batch_items: 4, ..QueueConfig::fast() };
+            let cfg = QueueConfig { max_items: 12, batch_items: 4, max_held_items: 10_000, ..QueueConfig::fast() };
             let mut q = QueueState::default();
             let mut now = 0u64;
             let mut n = 0usize;
@@ -740,7 +1080,7 @@ mod tests {
                 for id in &before {
                     prop_assert!(after.contains(id) || removed_ok.contains(id), "item {} vanished", id);
                 }
-                prop_assert!(q.items.len() + q.held.len() <= cfg.max_items);
+                prop_assert!(q.items.len() <= cfg.max_items);
                 prop_assert_eq!(q.sent, acked);
             }
         }

@@ -57,7 +57,10 @@ impl Default for Settings {
 impl Settings {
     /// Stored settings as read back, with anything unusable replaced by its default.
     pub fn sanitised(mut self) -> Settings {
-        self.relay_url = relay_origin(&self.relay_url).unwrap_or_else(|| DEFAULT_RELAY.to_owned());
+        // Only a display default for the pairing box (the token is bound to the relay that issued it), so a base
+        // paired with the plain-http override is kept as it is.
+        self.relay_url =
+            parse_relay_url(&self.relay_url).map_or_else(|| DEFAULT_RELAY.to_owned(), |r| r.base);
         self
     }
 
@@ -97,7 +100,7 @@ impl SettingsPatch {
     pub fn apply(&self, s: &Settings, registry: &Registry) -> Result<Settings, String> {
         let mut out = s.clone();
         if let Some(u) = &self.relay_url {
-            out.relay_url = relay_origin(u).ok_or_else(|| format!("invalid relay URL `{u}`"))?;
+            out.relay_url = relay_base(u, false).map_err(|e| e.to_string())?;
         }
         if let Some(v) = self.experimental {
             out.experimental = v;
@@ -114,11 +117,36 @@ impl SettingsPatch {
     }
 }
 
-/// The origin (`scheme://host[:port]`, default port left out) of an `http`/`https` URL, or `None` when `u` is not
-/// one. Userinfo is refused rather than dropped: a relay URL has no use for it.
-pub fn relay_origin(u: &str) -> Option<String> {
+/// A relay URL as the user may give it: `http(s)://host[:port][/path]`, the base every API path is appended to
+/// (`https://host/personkit` → `https://host/personkit/v1/observations`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayUrl {
+    /// `scheme://host[:port][/path]`: scheme and host lower-cased, the default port and trailing slashes left out.
+    pub base: String,
+    /// `https`, or plain `http` to a loopback host (127.0.0.0/8, ::1, localhost): the token and the turns are
+    /// not readable on the network.
+    pub protected: bool,
+}
+
+/// Why a relay URL is refused (the message is for the user).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RelayUrlError {
+    #[error(
+        "`{0}` is not a relay URL (expected e.g. https://relay.example.com or http://127.0.0.1:8787)"
+    )]
+    Invalid(String),
+    #[error(
+        "`{0}` uses plain http to a host that is not this computer: the device token and every captured turn would \
+         cross the network unencrypted. Use https (or a relay on 127.0.0.1 / localhost)"
+    )]
+    PlainHttpRemote(String),
+}
+
+/// Parses a relay URL. Userinfo, a query or a fragment, and `.`/`..`/empty path segments are refused rather
+/// than dropped: a relay URL has no use for them.
+pub fn parse_relay_url(u: &str) -> Option<RelayUrl> {
     let u = u.trim();
-    if u.len() > MAX_RELAY_URL {
+    if u.len() > MAX_RELAY_URL || u.contains(['?', '#']) {
         return None;
     }
     let (scheme, rest) = u.split_once("://")?;
@@ -128,7 +156,7 @@ pub fn relay_origin(u: &str) -> Option<String> {
         "https" => "443",
         _ => return None,
     };
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let (host, port) = match authority.strip_prefix('[') {
         Some(v6) => {
             let (addr, after) = v6.split_once(']')?;
@@ -161,14 +189,60 @@ pub fn relay_origin(u: &str) -> Option<String> {
     if host.is_empty() {
         return None;
     }
-    if port.is_empty() || port == default_port {
-        return Some(format!("{scheme}://{host}"));
+    let origin = if port.is_empty() || port == default_port {
+        format!("{scheme}://{host}")
+    } else {
+        let n: u16 = port
+            .parse()
+            .ok()
+            .filter(|_| port.bytes().all(|b| b.is_ascii_digit()))?;
+        format!("{scheme}://{host}:{n}")
+    };
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    let segment_ok = |s: &&str| {
+        !s.is_empty()
+            && *s != "."
+            && *s != ".."
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:@".contains(&b))
+    };
+    if !segments.iter().all(segment_ok) {
+        return None;
     }
-    let n: u16 = port
-        .parse()
-        .ok()
-        .filter(|_| port.bytes().all(|b| b.is_ascii_digit()))?;
-    Some(format!("{scheme}://{host}:{n}"))
+    let base = if segments.is_empty() {
+        origin
+    } else {
+        format!("{origin}/{}", segments.join("/"))
+    };
+    Some(RelayUrl {
+        protected: scheme == "https" || is_loopback_host(&host),
+        base,
+    })
+}
+
+/// `localhost`, an IPv4 address in 127.0.0.0/8 or the IPv6 loopback `[::1]` (the host as [`parse_relay_url`]
+/// normalised it).
+pub fn is_loopback_host(host: &str) -> bool {
+    if host == "localhost" {
+        return true;
+    }
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return v6
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|a| a.is_loopback());
+    }
+    host.parse::<std::net::Ipv4Addr>()
+        .is_ok_and(|a| a.is_loopback())
+}
+
+/// The base of a relay the token may be sent to: `https`, or plain `http` only to a loopback host unless
+/// `allow_plain_http` (the user's explicit override).
+pub fn relay_base(u: &str, allow_plain_http: bool) -> Result<String, RelayUrlError> {
+    let r = parse_relay_url(u).ok_or_else(|| RelayUrlError::Invalid(u.trim().to_owned()))?;
+    if !r.protected && !allow_plain_http {
+        return Err(RelayUrlError::PlainHttpRemote(r.base));
+    }
+    Ok(r.base)
 }
 
 /// Whether `k` names a recorded intent.
@@ -327,21 +401,31 @@ mod tests {
     }
 
     #[test]
-    fn relay_origins() {
+    fn relay_urls() {
         for (u, want) in [
             ("http://127.0.0.1:8787", Some("http://127.0.0.1:8787")),
-            (
-                "http://127.0.0.1:8787/some/path?q#f",
-                Some("http://127.0.0.1:8787"),
-            ),
+            ("http://127.0.0.1:8787/", Some("http://127.0.0.1:8787")),
             (" HTTP://LocalHost:80/ ", Some("http://localhost")),
             ("https://relay.example:443", Some("https://relay.example")),
             (
                 "https://relay.example:8443",
                 Some("https://relay.example:8443"),
             ),
+            (
+                "https://Host.example/personkit/",
+                Some("https://host.example/personkit"),
+            ),
+            (
+                "https://host.example/a/b-c_d~e%20//",
+                Some("https://host.example/a/b-c_d~e%20"),
+            ),
             ("http://[::1]:8787/", Some("http://[::1]:8787")),
             ("http://[::1]", Some("http://[::1]")),
+            ("http://127.0.0.1:8787/some/path?q#f", None),
+            ("https://host/a//b", None),
+            ("https://host/a/../b", None),
+            ("https://host/./b", None),
+            ("https://host/a b", None),
             ("ftp://x", None),
             ("http://", None),
             ("http://:80", None),
@@ -352,9 +436,48 @@ mod tests {
             ("not a url", None),
             ("javascript://x", None),
         ] {
-            assert_eq!(relay_origin(u).as_deref(), want, "{u}");
+            assert_eq!(parse_relay_url(u).map(|r| r.base).as_deref(), want, "{u}");
         }
-        assert!(relay_origin(&format!("http://{}", "a".repeat(600))).is_none());
+        assert!(parse_relay_url(&format!("http://{}", "a".repeat(600))).is_none());
+    }
+
+    /// Regression (hardening issue, item 11): plain http to a remote relay was accepted without a word.
+    #[test]
+    fn plain_http_only_to_loopback() {
+        for u in [
+            "http://127.0.0.1:8787",
+            "http://127.4.5.6:1",
+            "http://localhost:9",
+            "http://[::1]:8787",
+            "http://[0:0:0:0:0:0:0:1]",
+            "https://relay.example.com",
+            "https://192.168.1.10:8787/personkit",
+        ] {
+            assert!(relay_base(u, false).is_ok(), "{u}");
+        }
+        for u in [
+            "http://relay.example.com:8787",
+            "http://192.168.1.10:8787",
+            "http://128.0.0.1",
+            "http://127.0.0.1.example.com",
+            "http://localhost.example.com",
+            "http://[::2]",
+            "http://[::ffff:127.0.0.1]",
+            "http://10.0.0.1/personkit",
+        ] {
+            let e = relay_base(u, false).unwrap_err();
+            assert!(matches!(e, RelayUrlError::PlainHttpRemote(_)), "{u}: {e:?}");
+            assert!(e.to_string().contains("unencrypted"), "{e}");
+            assert!(relay_base(u, true).is_ok(), "{u} with the override");
+        }
+        assert!(matches!(
+            relay_base("nope", true),
+            Err(RelayUrlError::Invalid(_))
+        ));
+        // A settings patch cannot name a remote plain-http relay (the override is only for pairing).
+        let p: SettingsPatch =
+            serde_json::from_str(r#"{"relayUrl": "http://relay.example.com"}"#).unwrap();
+        assert!(p.apply(&Settings::default(), Registry::builtin()).is_err());
     }
 
     #[test]
