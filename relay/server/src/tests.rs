@@ -262,6 +262,16 @@ async fn every_v1_route_but_health_and_pair_needs_a_live_token() {
     let health = h.get("/v1/health", None).await;
     assert_eq!(health.status, StatusCode::OK);
     assert_eq!(health.body["ok"], true);
+    assert_eq!(
+        health.body["limits"]["max_batch_items"],
+        h.state.config.max_batch_items,
+        "{}",
+        health.body
+    );
+    assert_eq!(
+        health.body["limits"]["max_batch_bytes"],
+        h.state.config.max_batch_bytes
+    );
     let item = turn("c", Role::User, "hi", Some(0), None, "2026-11-22T09:59:00Z");
     for token in [
         None,

@@ -8,8 +8,18 @@ use personkit_store::health::{self, CaptureHealth};
 use crate::error::AppError;
 use crate::state::AppState;
 
-pub(super) async fn get_health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
+/// `{ok, version, limits}`: the limits are what this relay accepts per batch and per turn, so a client that
+/// had a turn rejected can tell when retrying it may now succeed.
+pub(super) async fn get_health(State(st): State<AppState>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "ok": true,
+        "version": env!("CARGO_PKG_VERSION"),
+        "limits": {
+            "max_batch_items": st.config.max_batch_items,
+            "max_batch_bytes": st.config.max_batch_bytes,
+            "max_content_bytes": personkit_shared::wire::MAX_CONTENT_BYTES,
+        },
+    }))
 }
 
 pub(super) async fn get_capture_health(
