@@ -100,15 +100,7 @@ pub fn configure(conn: &Connection) -> Result<(), DbError> {
 /// the corpus has a `relay_id`.
 pub fn open(path: &Path) -> Result<Connection, DbError> {
     register_sqlite_vec();
-    if let Some(dir) = path.parent()
-        && !dir.as_os_str().is_empty()
-        && !dir.exists()
-    {
-        create_private_dir(dir).map_err(|source| DbError::CreateDir {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    }
+    ensure_parent_dir(path)?;
     let existed = path.exists();
     let mut conn = Connection::open(path)?;
     if !existed {
@@ -119,6 +111,19 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
     migrations::apply(&mut conn)?;
     ensure_relay_id(&conn)?;
     Ok(conn)
+}
+
+/// Makes the folder of `path` (owner-only) when it does not exist yet.
+fn ensure_parent_dir(path: &Path) -> Result<(), DbError> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => {
+            create_private_dir(dir).map_err(|source| DbError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 #[cfg(unix)]
@@ -226,15 +231,7 @@ impl ServeLock {
             path: path.clone(),
             source,
         };
-        if let Some(dir) = corpus.parent()
-            && !dir.as_os_str().is_empty()
-            && !dir.exists()
-        {
-            create_private_dir(dir).map_err(|source| DbError::CreateDir {
-                path: dir.to_path_buf(),
-                source,
-            })?;
-        }
+        ensure_parent_dir(corpus)?;
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
