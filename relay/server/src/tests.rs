@@ -263,8 +263,7 @@ async fn every_v1_route_but_health_and_pair_needs_a_live_token() {
     assert_eq!(health.status, StatusCode::OK);
     assert_eq!(health.body["ok"], true);
     assert_eq!(
-        health.body["limits"]["max_batch_items"],
-        h.state.config.max_batch_items,
+        health.body["limits"]["max_batch_items"], h.state.config.max_batch_items,
         "{}",
         health.body
     );

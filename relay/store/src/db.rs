@@ -116,12 +116,11 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
 /// Makes the folder of `path` (owner-only) when it does not exist yet.
 fn ensure_parent_dir(path: &Path) -> Result<(), DbError> {
     match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => {
-            create_private_dir(dir).map_err(|source| DbError::CreateDir {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.exists() => create_private_dir(dir)
+            .map_err(|source| DbError::CreateDir {
                 path: dir.to_path_buf(),
                 source,
-            })
-        }
+            }),
         _ => Ok(()),
     }
 }
