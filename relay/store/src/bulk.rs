@@ -113,3 +113,10 @@ pub fn analyze(conn: &Connection) -> Result<(), DbError> {
 pub fn message_count(conn: &Connection) -> Result<u64, DbError> {
     Ok(conn.query_row("SELECT count(*) FROM messages", [], |r| r.get(0))?)
 }
+
+/// Runs diagnostic SQL (dropping an index, changing a pragma) on a benchmark corpus. Only the ingest-costs
+/// benchmark calls it, to measure what each part of the schema costs.
+pub fn tune_for_diagnostics(conn: &Connection, sql: &str) -> Result<(), DbError> {
+    conn.execute_batch(sql)?;
+    Ok(())
+}
