@@ -4,6 +4,8 @@
 //!
 //! It forwards bytes unchanged, one request per upstream connection. When the relay is down it closes the client
 //! connection without an answer, which the extension sees as a network error — the same as a stopped relay.
+//! Started with a path prefix ([`Proxy::start_under`]) it stands for a relay published under a sub-path, as a
+//! reverse proxy would: requests under the prefix are forwarded with it removed, any other path gets 404.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -25,6 +27,7 @@ pub struct Seen {
 #[derive(Debug)]
 pub struct Proxy {
     pub port: u16,
+    prefix: String,
     upstream: Arc<AtomicU16>,
     seen: Arc<Mutex<Vec<Seen>>>,
     stop: Arc<AtomicBool>,
@@ -32,20 +35,26 @@ pub struct Proxy {
 
 impl Proxy {
     pub fn start(upstream_port: u16) -> Result<Proxy> {
+        Proxy::start_under(upstream_port, "")
+    }
+
+    /// A proxy publishing the relay under `prefix` (e.g. `/personkit`; empty for the root).
+    pub fn start_under(upstream_port: u16, prefix: &str) -> Result<Proxy> {
+        let prefix = prefix.trim_end_matches('/').to_owned();
         let listener = TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();
         let upstream = Arc::new(AtomicU16::new(upstream_port));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (up, sn, st) = (upstream.clone(), seen.clone(), stop.clone());
+        let (up, sn, st, pre) = (upstream.clone(), seen.clone(), stop.clone(), prefix.clone());
         std::thread::spawn(move || {
             while !st.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((sock, _)) => {
-                        let (up, sn) = (up.clone(), sn.clone());
+                        let (up, sn, pre) = (up.clone(), sn.clone(), pre.clone());
                         std::thread::spawn(move || {
-                            let _ = handle(sock, up.load(Ordering::Relaxed), &sn);
+                            let _ = handle(sock, up.load(Ordering::Relaxed), &sn, &pre);
                         });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
@@ -54,14 +63,20 @@ impl Proxy {
         });
         Ok(Proxy {
             port,
+            prefix,
             upstream,
             seen,
             stop,
         })
     }
 
+    /// The relay URL a client is given: `http://127.0.0.1:<port>`, plus `<prefix>/` under a sub-path.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        if self.prefix.is_empty() {
+            format!("http://127.0.0.1:{}", self.port)
+        } else {
+            format!("http://127.0.0.1:{}{}/", self.port, self.prefix)
+        }
     }
 
     pub fn set_upstream(&self, port: u16) {
@@ -130,10 +145,10 @@ fn read_request(sock: &mut TcpStream) -> Result<Option<Vec<u8>>> {
     Ok(Some(req))
 }
 
-fn handle(mut client: TcpStream, upstream: u16, seen: &Mutex<Vec<Seen>>) -> Result<()> {
+fn handle(mut client: TcpStream, upstream: u16, seen: &Mutex<Vec<Seen>>, prefix: &str) -> Result<()> {
     client.set_nonblocking(false)?;
     client.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let Some(req) = read_request(&mut client)? else {
+    let Some(mut req) = read_request(&mut client)? else {
         return Ok(());
     };
     let first = String::from_utf8_lossy(&req[..req.iter().position(|&b| b == b'\r').unwrap_or(0)])
@@ -151,6 +166,19 @@ fn handle(mut client: TcpStream, upstream: u16, seen: &Mutex<Vec<Seen>>) -> Resu
             });
         }
     };
+    if !prefix.is_empty() {
+        let Some(rest) = path.strip_prefix(prefix).filter(|r| r.starts_with('/')) else {
+            record(404);
+            client.write_all(
+                b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            )?;
+            return Ok(());
+        };
+        // The request line with the prefix removed from its path.
+        let line_end = req.iter().position(|&b| b == b'\r').unwrap_or(0);
+        let line = format!("{method} {rest} HTTP/1.1");
+        req.splice(..line_end, line.into_bytes());
+    }
     let Ok(mut up) = TcpStream::connect(("127.0.0.1", upstream)) else {
         record(0);
         return Ok(()); // dropping the client socket = network error, like a stopped relay

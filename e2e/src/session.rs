@@ -48,12 +48,18 @@ impl Session {
 
     /// [`Session::start`] with extra `personkit serve` arguments for the relay.
     pub fn start_with(relay_args: &[&str], surfaces: &[&str]) -> Result<Session> {
+        Session::start_full(relay_args, "", surfaces)
+    }
+
+    /// [`Session::start_with`] with the relay published under a sub-path `prefix` (e.g. `/personkit`) by the proxy
+    /// the extension pairs against.
+    pub fn start_full(relay_args: &[&str], prefix: &str, surfaces: &[&str]) -> Result<Session> {
         let ext = crate::dist_dir("chrome")?;
         let relay = Relay::start_with(relay_args)?;
         let code = relay.pairing_code.clone().ok_or_else(|| {
             anyhow!("relay started on an empty corpus but printed no `personkit: pairing code` line; log:\n{}", relay.log())
         })?;
-        let proxy = Proxy::start(relay.port)?;
+        let proxy = Proxy::start_under(relay.port, prefix)?;
         let server = FixtureServer::start()?;
         let browser = Chromium::launch(&LaunchOptions {
             extension: Some(ext),
