@@ -145,7 +145,12 @@ fn read_request(sock: &mut TcpStream) -> Result<Option<Vec<u8>>> {
     Ok(Some(req))
 }
 
-fn handle(mut client: TcpStream, upstream: u16, seen: &Mutex<Vec<Seen>>, prefix: &str) -> Result<()> {
+fn handle(
+    mut client: TcpStream,
+    upstream: u16,
+    seen: &Mutex<Vec<Seen>>,
+    prefix: &str,
+) -> Result<()> {
     client.set_nonblocking(false)?;
     client.set_read_timeout(Some(Duration::from_secs(30)))?;
     let Some(mut req) = read_request(&mut client)? else {
