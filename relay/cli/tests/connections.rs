@@ -94,6 +94,26 @@ fn slow_silent_and_surplus_connections_get_clear_answers() {
             String::from_utf8_lossy(&buf[..n])
         );
     }
+    // A kept-alive connection that goes quiet after a request is closed at the same deadline.
+    let mut kept = TcpStream::connect(&addr).unwrap();
+    kept.write_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    kept.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    let mut first = [0u8; 512];
+    let n = kept.read(&mut first).unwrap();
+    assert!(
+        first[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&first[..n])
+    );
+    let t = Instant::now();
+    let mut rest = Vec::new();
+    let _ = kept.read_to_end(&mut rest);
+    assert!(
+        t.elapsed() < Duration::from_secs(6),
+        "an idle kept-alive connection stayed open {:?}",
+        t.elapsed()
+    );
     // A client that sends nothing at all is dropped too.
     let t = Instant::now();
     let silent = raw(&relay.base, b"", Duration::from_secs(8));
