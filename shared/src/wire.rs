@@ -227,7 +227,7 @@ pub fn parse_observation(raw: &serde_json::Value) -> Result<Observation, Invalid
     if let Some(kind) = raw.get("kind").and_then(|k| k.as_str())
         && kind != KIND_THREAD_TURN
     {
-        return Err(Invalid::UnknownKind(truncate(kind, 64)));
+        return Err(Invalid::UnknownKind(quote_safely(kind, 64)));
     }
     let obs: Observation = serde_json::from_value(raw.clone())
         .map_err(|e| Invalid::Malformed(quote_safely(&e.to_string(), 200)))?;
@@ -250,7 +250,7 @@ pub fn parse_observation_json(raw: &str) -> Result<Observation, Invalid> {
             }) = serde_json::from_str::<Peek>(raw)
                 && kind != KIND_THREAD_TURN
             {
-                return Err(Invalid::UnknownKind(truncate(&kind, 64)));
+                return Err(Invalid::UnknownKind(quote_safely(&kind, 64)));
             }
             Err(Invalid::Malformed(quote_safely(&e.to_string(), 200)))
         }
@@ -288,10 +288,13 @@ pub fn is_valid_surface(surface: &str) -> bool {
 /// Check an observation against every rule that needs no storage.
 pub fn validate(obs: &Observation) -> Result<(), Invalid> {
     if obs.kind != KIND_THREAD_TURN {
-        return Err(Invalid::UnknownKind(truncate(&obs.kind, 64)));
+        return Err(Invalid::UnknownKind(quote_safely(&obs.kind, 64)));
     }
     if !is_valid_surface(&obs.source_surface) {
-        return Err(Invalid::InvalidSurface(truncate(&obs.source_surface, 80)));
+        return Err(Invalid::InvalidSurface(quote_safely(
+            &obs.source_surface,
+            80,
+        )));
     }
     check_text(
         "conversation_id",
@@ -416,10 +419,6 @@ pub fn quote_safely(s: &str, max: usize) -> String {
         out.push('…');
     }
     out
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    quote_safely(s, max)
 }
 
 /// Characters that render as nothing: zero-width spaces and joiners, direction marks and isolates, word joiners,

@@ -90,8 +90,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Corpus(CorpusCommand::Health(a)) => corpus::health(a),
         Command::Corpus(CorpusCommand::Surfaces(a)) => corpus::surfaces(a),
         Command::Corpus(CorpusCommand::Messages(a)) => corpus::messages(a),
-        Command::Corpus(CorpusCommand::Query(a)) => corpus::run_query(&a.db.path(), &a.args),
-        Command::Corpus(CorpusCommand::Embed(a)) => corpus::run_embed(&a.db.path(), &a.args),
+        Command::Corpus(CorpusCommand::Query(a)) => corpus::run_query(&a.db, &a.args),
+        Command::Corpus(CorpusCommand::Embed(a)) => corpus::run_embed(&a.db, &a.args),
         Command::Model(ModelCommand::Fetch(a)) => model::run_model_fetch(&a),
     }
 }

@@ -232,3 +232,25 @@ fn a_write_past_the_file_size_limit_is_a_503_not_a_dead_relay() {
         );
     }
 }
+
+#[test]
+fn connection_limits_out_of_range_are_usage_errors() {
+    let (_dir, db) = temp_db();
+    for args in [
+        &["--header-timeout", "0"][..],
+        &["--header-timeout", "18446744073709551615"],
+        &["--max-connections", "0"],
+        &["--max-connections", "99999999999"],
+    ] {
+        let mut all = vec!["serve", "--addr", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let out = personkit_testkit::cli(&db, &all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("is not in 1..="),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    }
+}

@@ -742,6 +742,7 @@ fn the_cli_never_makes_a_corpus_out_of_a_missing_or_foreign_file() {
         &["corpus", "messages"],
         &["devices", "list"],
         &["corpus", "query", "anything"],
+        &["corpus", "embed"],
     ] {
         let out = cli(&empty, args);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", out.stderr);

@@ -41,6 +41,9 @@ impl Default for ConnLimits {
     }
 }
 
+/// The longest header deadline (longer ones are cut to it): an hour is already far more than any client needs.
+pub const MAX_HEADER_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// File descriptors kept back from the connection cap for the corpus, its WAL, the embedding job and logs.
 const RESERVED_FDS: u64 = 64;
 
@@ -104,7 +107,7 @@ pub async fn serve_connections(
         };
         let conn = http1::Builder::new()
             .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout)
+            .header_read_timeout(limits.header_timeout.min(MAX_HEADER_TIMEOUT))
             .max_header_size(limits.max_header_bytes)
             .keep_alive(true)
             .serve_connection(

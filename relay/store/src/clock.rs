@@ -67,14 +67,13 @@ pub fn stored_form(t: OffsetDateTime) -> Option<String> {
 /// the stored range is clamped to its nearest end.
 pub fn fmt_time(t: OffsetDateTime) -> String {
     stored_form(t).unwrap_or_else(|| {
-        if t.year() < 0
-            || t.checked_to_offset(UtcOffset::UTC)
-                .is_some_and(|u| u.year() < 0)
-        {
-            EARLIEST.to_owned()
+        // Comparison is on the instant, whatever the offsets.
+        let end = if t < time::macros::datetime!(0000-01-01 00:00 UTC) {
+            EARLIEST
         } else {
-            LATEST.to_owned()
-        }
+            LATEST
+        };
+        end.to_owned()
     })
 }
 

@@ -64,7 +64,6 @@ pub fn rfc3339(secs: u64) -> String {
 /// tests of the crate that defines the binary always find a fresh one there; other crates' tests and benches
 /// call [`build_bin`] first or set `PERSONKIT_BIN`.
 pub fn bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         if let Some(p) = std::env::var_os("PERSONKIT_BIN").filter(|p| !p.is_empty()) {
             return PathBuf::from(p);
@@ -119,15 +118,12 @@ pub fn build_bin(release: bool) -> PathBuf {
     let p = target
         .join(if release { "release" } else { "debug" })
         .join("personkit");
-    let _ = BUILT.set(p.clone());
-    p
+    // Relays started from now on run this build (unless one was chosen already).
+    BIN.get_or_init(|| p.clone()).clone()
 }
 
-static BUILT: OnceLock<PathBuf> = OnceLock::new();
-
-fn resolved_bin() -> PathBuf {
-    BUILT.get().cloned().unwrap_or_else(bin)
-}
+/// The binary relays and CLI calls run, once chosen by [`bin`] or [`build_bin`].
+static BIN: OnceLock<PathBuf> = OnceLock::new();
 
 static SPAWNED: AtomicUsize = AtomicUsize::new(0);
 
@@ -404,7 +400,7 @@ fn spawn_serve(
     let n = SPAWNED.fetch_add(1, Ordering::SeqCst);
     let stderr_path = dir.join(format!("relay-{}-{n}.stderr", std::process::id()));
     let stderr = std::fs::File::create(&stderr_path).expect("create stderr log");
-    let bin = resolved_bin();
+    let bin = bin();
     let mut cmd = match launcher.split_first() {
         Some((program, args)) => {
             let mut c = Command::new(program);
@@ -736,7 +732,7 @@ impl CliOutput {
 /// Run `personkit <args>` with `PERSONKIT_DB=<db>`, bounded by [`CLI_TIMEOUT`].
 pub fn cli(db: &Path, args: &[&str]) -> CliOutput {
     let dir = db.parent().expect("db has a parent dir");
-    let mut child = Command::new(resolved_bin())
+    let mut child = Command::new(bin())
         .args(args)
         .env("PERSONKIT_DB", db)
         .env("HOME", dir)

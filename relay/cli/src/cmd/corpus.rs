@@ -192,23 +192,6 @@ pub fn messages(a: MessagesArgs) -> anyhow::Result<()> {
     )
 }
 
-fn read_only(db: &Path) -> anyhow::Result<personkit_store::Connection> {
-    DbArg {
-        db: Some(db.to_path_buf()),
-    }
-    .open_read_only()
-}
-
-fn require_corpus(db: &Path) -> anyhow::Result<()> {
-    if !db.exists() {
-        bail!(
-            "no corpus at {}\nhint: pass --db PATH or set PERSONKIT_DB; `personkit serve` creates the corpus",
-            db.display()
-        );
-    }
-    Ok(())
-}
-
 fn load_embedder(db: &Path) -> anyhow::Result<(EmbedderConfig, embed::SharedEmbedder)> {
     let cfg = EmbedderConfig::load(Some(db)).map_err(|e| anyhow!("{e}\nhint: {}", e.hint()))?;
     let e = embed::build(&cfg).map_err(|e| anyhow!("{e}\nhint: {}", e.hint()))?;
@@ -249,7 +232,7 @@ pub struct QueryArgs {
     pub json: bool,
 }
 
-pub fn run_query(db: &Path, a: &QueryArgs) -> anyhow::Result<()> {
+pub fn run_query(db: &DbArg, a: &QueryArgs) -> anyhow::Result<()> {
     if a.all_words {
         return all_words(db, a);
     }
@@ -269,8 +252,8 @@ pub fn run_query(db: &Path, a: &QueryArgs) -> anyhow::Result<()> {
         now,
     )
     .map_err(|e| anyhow!("{e}"))?;
-    let conn = read_only(db)?;
-    let (_, embedder) = load_embedder(db)?;
+    let conn = db.open_read_only()?;
+    let (_, embedder) = load_embedder(&db.path())?;
     let r =
         personkit_search::query(&conn, &Indexes::new(), embedder.as_deref(), &q).map_err(|e| {
             match e {
@@ -303,11 +286,9 @@ pub struct EmbedArgs {
     pub json: bool,
 }
 
-pub fn run_embed(db: &Path, a: &EmbedArgs) -> anyhow::Result<()> {
-    require_corpus(db)?;
-    let mut conn = personkit_store::db::open(db)
-        .with_context(|| format!("cannot open the corpus {}", db.display()))?;
-    let (cfg, embedder) = load_embedder(db)?;
+pub fn run_embed(db: &DbArg, a: &EmbedArgs) -> anyhow::Result<()> {
+    let mut conn = db.open_existing()?;
+    let (cfg, embedder) = load_embedder(&db.path())?;
     let Some(e) = embedder else {
         bail!(
             "no embedder is configured (source: {})\nhint: set PERSONKIT_EMBEDDER=local and PERSONKIT_MODEL_DIR, or run `personkit model fetch --from-dir DIR`",
@@ -374,13 +355,13 @@ fn ctrlc_flag(flag: Arc<AtomicBool>) -> anyhow::Result<()> {
 }
 
 /// `corpus query --all-words`: keyword search over current messages.
-fn all_words(db: &Path, a: &QueryArgs) -> anyhow::Result<()> {
+fn all_words(db: &DbArg, a: &QueryArgs) -> anyhow::Result<()> {
     if views::fts_query(&a.text).is_none() {
         bail!(
             "give at least one word to search for, e.g. personkit corpus query --all-words \"borrow checker\""
         );
     }
-    let conn = read_only(db)?;
+    let conn = db.open_read_only()?;
     let hits = views::search(&conn, &a.text, a.k as u32)?;
     if a.json {
         return print_json(&hits);

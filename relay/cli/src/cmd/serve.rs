@@ -3,7 +3,7 @@
 use anyhow::{Context, bail};
 use clap::Args;
 use personkit_server::config::{self, ApiConfig};
-use personkit_server::conn::ConnLimits;
+use personkit_server::conn::{ConnLimits, MAX_HEADER_TIMEOUT};
 use personkit_server::{ServeConfig, serve};
 
 use crate::args::DbArg;
@@ -32,10 +32,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = personkit_shared::wire::DEFAULT_MAX_BATCH_BYTES)]
     pub max_batch_bytes: usize,
     /// Connections served at once (more are answered 503); lowered to what the open-file limit allows.
-    #[arg(long, default_value_t = ConnLimits::default().max_connections, value_name = "N")]
-    pub max_connections: usize,
+    #[arg(long, default_value_t = ConnLimits::default().max_connections as u64, value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
     /// Seconds a client has to send a request's headers (and the longest a kept-alive connection may sit idle).
-    #[arg(long, default_value_t = ConnLimits::default().header_timeout.as_secs(), value_name = "SECS")]
+    #[arg(long, default_value_t = ConnLimits::default().header_timeout.as_secs(), value_name = "SECS",
+        value_parser = clap::value_parser!(u64).range(1..=MAX_HEADER_TIMEOUT.as_secs()))]
     pub header_timeout: u64,
     /// Requests per second per device token (burst 4x); 0 disables the limit.
     #[arg(long, default_value_t = config::DEFAULT_RATE_LIMIT, value_name = "REQ_PER_SEC")]
@@ -45,9 +47,6 @@ pub struct ServeArgs {
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     if a.max_batch_items == 0 || a.max_batch_bytes == 0 {
         bail!("--max-batch-items and --max-batch-bytes must be at least 1");
-    }
-    if a.max_connections == 0 || a.header_timeout == 0 {
-        bail!("--max-connections and --header-timeout must be at least 1");
     }
     if !(a.rate_limit >= 0.0 && a.rate_limit.is_finite()) {
         bail!("--rate-limit must be a number of requests per second, 0 to disable");
@@ -83,7 +82,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             allowed_hosts,
         },
         conn: ConnLimits {
-            max_connections: a.max_connections,
+            max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
             header_timeout: std::time::Duration::from_secs(a.header_timeout),
             ..ConnLimits::default()
         },
