@@ -155,7 +155,8 @@ pub fn normalize_bound(s: &str, now: OffsetDateTime) -> Result<String, SearchErr
         return Ok(clock::fmt_time(t));
     }
     Err(SearchError::BadRequest(format!(
-        "{s:?} is not a time bound: use RFC 3339 (2026-11-01T00:00:00Z), a date (2026-11-01) or {}",
+        "{s:?} is not a time bound: use RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01) between 0000-01-01 \
+         and 9999-12-31, or {}",
         clock::SPAN_HELP
     )))
 }
