@@ -1,7 +1,7 @@
 //! `personkit-embed`: text embedders behind one trait, and the configuration that picks one.
 //!
 //! Four kinds: `none` (search falls back to FTS, entities and recency), `local` (a BERT sentence-embedding model
-//! such as all-MiniLM-L6-v2 run in-process on CPU with candle, from a directory holding `model.safetensors`,
+//! such as all-MiniLM-L6-v2 run in-process on CPU (`encoder`, or candle for other architectures), from a directory holding `model.safetensors`,
 //! `tokenizer.json` and `config.json`), `openai` (any OpenAI-compatible `/v1/embeddings` endpoint) and `vertex`
 //! (Google Vertex AI `text-embedding-005`). The same [`EmbedderConfig`] serves `serve`, `corpus query` and
 //! `corpus embed`: it is read from a TOML file and environment variables (see [`EmbedderConfig::load`]).
@@ -10,6 +10,7 @@
 //! `personkit_search::indexer`.
 
 pub mod config;
+pub mod encoder;
 pub mod local;
 pub mod openai;
 pub mod vertex;

@@ -1,5 +1,10 @@
-//! The `local` embedder: a BERT sentence-embedding model (all-MiniLM-L6-v2 by default) on CPU with candle.
-//! Mean pooling over the attention mask, then L2 normalisation, as sentence-transformers does for this model.
+//! The `local` embedder: a BERT sentence-embedding model (all-MiniLM-L6-v2 by default) on CPU.
+//! Mean pooling over the real tokens, then L2 normalisation, as sentence-transformers does for this model.
+//!
+//! Two engines compute the same function: [`Engine::Packed`] (`crate::encoder`, batches packed without padding;
+//! the default wherever the architecture allows) and [`Engine::Candle`] (candle-transformers' `BertModel` on padded
+//! batches; used for architectures the packed encoder refuses, and as the reference the packed one is tested and
+//! benchmarked against).
 
 use std::path::{Path, PathBuf};
 
@@ -9,17 +14,36 @@ use candle_transformers::models::bert::{BertModel, Config};
 use sha2::{Digest, Sha256};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use super::encoder::{BertConfig, Encoder, Tokens};
 use super::{EmbedError, Embedder};
 
 /// Files a model directory must hold.
 pub const REQUIRED_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
 
-/// Texts per forward pass.
+/// Texts per forward pass of the candle engine.
 const BATCH: usize = 32;
+
+/// Tokens per forward pass of the packed engine (its matrices then hold a few thousand rows: large enough for the
+/// kernels to run at full speed, small enough to keep memory at tens of MB).
+const PACKED_TOKENS: usize = 4096;
+
+/// Which implementation runs the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// `crate::encoder`: packed batches, no padding.
+    Packed,
+    /// candle-transformers' `BertModel` on padded batches.
+    Candle,
+}
+
+enum Model {
+    Packed(Encoder),
+    Candle(Box<BertModel>),
+}
 
 /// A loaded local model.
 pub struct LocalEmbedder {
-    model: BertModel,
+    model: Model,
     tokenizer: Tokenizer,
     model_id: String,
     version: String,
@@ -30,6 +54,7 @@ pub struct LocalEmbedder {
 impl std::fmt::Debug for LocalEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalEmbedder")
+            .field("engine", &self.engine())
             .field("model_id", &self.model_id)
             .field("version", &self.version)
             .field("dim", &self.dim)
@@ -91,27 +116,61 @@ fn fingerprint(dir: &Path, weights: &[u8]) -> Result<String, EmbedError> {
 }
 
 impl LocalEmbedder {
-    /// Loads the model from `dir`.
+    /// Loads the model from `dir` with the fastest engine that supports it.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+        validate_dir(dir)?;
+        let text = std::fs::read_to_string(dir.join("config.json"))
+            .map_err(|e| model_err(dir, format!("config.json: {e}")))?;
+        let packed = serde_json::from_str::<BertConfig>(&text)
+            .map(|c| Encoder::supports(&c))
+            .unwrap_or(false);
+        Self::load_with(
+            dir,
+            if packed {
+                Engine::Packed
+            } else {
+                Engine::Candle
+            },
+        )
+    }
+
+    /// Loads the model from `dir` with the given engine.
+    pub fn load_with(dir: &Path, engine: Engine) -> Result<Self, EmbedError> {
         let dim = validate_dir(dir)?;
         let config = read_config(dir)?;
         let weights = std::fs::read(dir.join("model.safetensors"))
             .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
         let version = fingerprint(dir, &weights)?;
-        let device = Device::Cpu;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
-        let model =
-            BertModel::load(vb, &config).map_err(|e| model_err(dir, format!("weights: {e}")))?;
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| model_err(dir, format!("tokenizer.json: {e}")))?;
-        let pad_id = tokenizer.token_to_id("[PAD]").unwrap_or(0);
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            pad_id,
-            pad_token: "[PAD]".into(),
-            ..PaddingParams::default()
-        }));
+        let model = match engine {
+            Engine::Packed => {
+                // Sequences are packed, never padded (tokenizer.json files often ask for fixed-length padding).
+                tokenizer.with_padding(None);
+                let text = std::fs::read_to_string(dir.join("config.json"))
+                    .map_err(|e| model_err(dir, format!("config.json: {e}")))?;
+                let bert: BertConfig = serde_json::from_str(&text)
+                    .map_err(|e| model_err(dir, format!("config.json: {e}")))?;
+                Model::Packed(
+                    Encoder::load(&bert, &weights)
+                        .map_err(|e| model_err(dir, format!("weights: {e}")))?,
+                )
+            }
+            Engine::Candle => {
+                let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+                    .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
+                let model = BertModel::load(vb, &config)
+                    .map_err(|e| model_err(dir, format!("weights: {e}")))?;
+                let pad_id = tokenizer.token_to_id("[PAD]").unwrap_or(0);
+                tokenizer.with_padding(Some(PaddingParams {
+                    strategy: PaddingStrategy::BatchLongest,
+                    pad_id,
+                    pad_token: "[PAD]".into(),
+                    ..PaddingParams::default()
+                }));
+                Model::Candle(Box::new(model))
+            }
+        };
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: max_seq_len(dir, &config),
@@ -133,7 +192,82 @@ impl LocalEmbedder {
         })
     }
 
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// Tokens per text after truncation, special tokens included (what the model computes over).
+    pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>, EmbedError> {
+        let enc = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        Ok(enc
+            .iter()
+            .map(|e| e.get_attention_mask().iter().filter(|&&m| m == 1).count())
+            .collect())
+    }
+
+    /// The engine in use.
+    pub fn engine(&self) -> Engine {
+        match self.model {
+            Model::Packed(_) => Engine::Packed,
+            Model::Candle(_) => Engine::Candle,
+        }
+    }
+
+    fn embed_packed(&self, encoder: &Encoder, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let inf = |e: &dyn std::fmt::Display| EmbedError::Inference(e.to_string());
+        let enc = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| inf(&e))?;
+        let tokens: Vec<Tokens> = enc
+            .iter()
+            .map(|e| Tokens {
+                ids: e.get_ids().to_vec(),
+                types: e.get_type_ids().to_vec(),
+            })
+            .collect();
+        // Similar lengths together (attention is per sequence, so this only evens out the parallel work), then
+        // batches of about PACKED_TOKENS tokens.
+        let mut order: Vec<usize> = (0..tokens.len()).collect();
+        order.sort_by_key(|&i| tokens[i].ids.len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        let mut start = 0;
+        while start < order.len() {
+            let mut end = start;
+            let mut budget = 0;
+            while end < order.len()
+                && (end == start || budget + tokens[order[end]].ids.len() <= PACKED_TOKENS)
+            {
+                budget += tokens[order[end]].ids.len();
+                end += 1;
+            }
+            let batch: Vec<Tokens> = order[start..end]
+                .iter()
+                .map(|&i| tokens[i].clone())
+                .collect();
+            let vectors = encoder.embed(&batch).map_err(|e| inf(&e))?;
+            for (&i, v) in order[start..end].iter().zip(vectors) {
+                out[i] = v;
+            }
+            start = end;
+        }
+        Ok(out)
+    }
+
+    fn embed_candle(&self, model: &BertModel, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Batch texts of similar length together so little work goes into padding.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(BATCH) {
+            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
+            for (&i, v) in chunk.iter().zip(self.candle_batch(model, &batch)?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    fn candle_batch(&self, model: &BertModel, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let inf = |e: &dyn std::fmt::Display| EmbedError::Inference(e.to_string());
         let enc = self
             .tokenizer
@@ -149,12 +283,11 @@ impl LocalEmbedder {
             types.extend_from_slice(e.get_type_ids());
             mask.extend_from_slice(e.get_attention_mask());
         }
-        let dev = &self.model.device;
+        let dev = &model.device;
         let ids = Tensor::from_vec(ids, (n, len), dev).map_err(|e| inf(&e))?;
         let types = Tensor::from_vec(types, (n, len), dev).map_err(|e| inf(&e))?;
         let mask = Tensor::from_vec(mask, (n, len), dev).map_err(|e| inf(&e))?;
-        let out = self
-            .model
+        let out = model
             .forward(&ids, &types, Some(&mask))
             .map_err(|e| inf(&e))?;
         // Mean over real tokens: sum(h * m) / sum(m).
@@ -189,16 +322,12 @@ impl Embedder for LocalEmbedder {
         self.dim
     }
     fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        // Batch texts of similar length together so little work goes into padding.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
-            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
-            for (&i, v) in chunk.iter().zip(self.embed_batch(&batch)?) {
-                out[i] = v;
-            }
+        if texts.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        match &self.model {
+            Model::Packed(encoder) => self.embed_packed(encoder, texts),
+            Model::Candle(model) => self.embed_candle(model, texts),
+        }
     }
 }

@@ -50,6 +50,46 @@ fn local_model_embeds_meaningfully_and_batches_consistently() {
     assert!(cos(&q, &v[0]) > 0.9999);
 }
 
+/// The packed encoder (the default engine) and candle's `BertModel` (the reference) give the same vectors, for
+/// texts of every length up to the truncation limit, alone and in mixed batches.
+#[test]
+fn packed_engine_matches_the_candle_reference() {
+    use embed::Embedder;
+    use embed::local::{Engine, LocalEmbedder};
+    let packed = LocalEmbedder::load(&model_dir()).unwrap();
+    assert_eq!(
+        packed.engine(),
+        Engine::Packed,
+        "MiniLM runs on the packed engine"
+    );
+    let reference = LocalEmbedder::load_with(&model_dir(), Engine::Candle).unwrap();
+    assert_eq!(
+        packed.model_key(),
+        reference.model_key(),
+        "same vectors, same cache key"
+    );
+    let long =
+        "The migration moved every table to the new schema, one shard at a time. ".repeat(40);
+    let texts: Vec<&str> = vec![
+        "",
+        "ok",
+        "A cat is sitting on the mat.",
+        "Naïve café owners in Zürich paid €1.234,56 — 日本語のテキストも少し。",
+        "fn main() { println!(\"{}\", 1 + 2); } // code, symbols: <>&|^~",
+        &long,
+        "What did I decide about the Postgres migration last month?",
+    ];
+    let a = packed.embed_documents(&texts).unwrap();
+    let b = reference.embed_documents(&texts).unwrap();
+    for ((t, x), y) in texts.iter().zip(&a).zip(&b) {
+        let c = cos(x, y);
+        assert!(c > 0.9999, "cosine {c} for {:?}", &t[..t.len().min(40)]);
+    }
+    // A text's vector does not depend on what it is batched with.
+    let alone = packed.embed_documents(&texts[2..3]).unwrap();
+    assert!(cos(&alone[0], &a[2]) > 0.99999);
+}
+
 #[test]
 fn local_model_dir_errors_say_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
