@@ -147,6 +147,10 @@ pub fn human(result: &QueryResult, color: bool) -> String {
 /// The search lines of `corpus health`.
 pub fn print_health(h: &EmbedHealth) {
     println!(
+        "search     {}",
+        h.summary.strip_prefix("search: ").unwrap_or(&h.summary)
+    );
+    println!(
         "embedder   {} (from {})",
         h.embedder,
         if h.source.is_empty() { "-" } else { &h.source }

@@ -150,3 +150,70 @@ fn query_over_http_and_cli_with_background_embedding() {
     let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(v["pending"], 0, "{v}");
 }
+
+/// A newcomer's relay: with no configuration at all, search is keywords only and says how to get more; once the
+/// model is installed where `personkit model fetch` (and `scripts/run`) puts it, the same relay restarted serves
+/// hybrid search with no configuration, and `corpus health` says which search runs.
+#[test]
+fn semantic_by_default_once_the_model_is_installed() {
+    let (_tmp, db) = common::temp_db();
+    let relay = Relay::start(&db, &[]);
+    let said = |relay: &Relay| {
+        relay
+            .stdout_lines()
+            .into_iter()
+            .find(|l| l.starts_with("personkit: search: "))
+            .unwrap_or_else(|| relay.fail("serve did not say which search runs"))
+    };
+    let line = said(&relay);
+    assert!(line.contains("keywords only"), "{line}");
+    assert!(line.contains("personkit model fetch"), "{line}");
+    let health = cli(&db, &["corpus", "health", "--json"]).json();
+    assert_eq!(health["search"]["search"], "keywords", "{health}");
+    drop(relay);
+
+    // HOME is the corpus folder for both the CLI and the relay: install the model there.
+    let model = search_support::model_dir();
+    let out = cli(
+        &db,
+        &["model", "fetch", "--from-dir", model.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    let relay = Relay::start(&db, &[]);
+    let line = said(&relay);
+    assert!(
+        line.contains("hybrid") && line.contains("local:all-MiniLM-L6-v2@"),
+        "{line}"
+    );
+    let health = cli(&db, &["corpus", "health"]);
+    assert!(
+        health.stdout.contains("search     hybrid (keywords + local embeddings"),
+        "{}",
+        health.stdout
+    );
+    let token = relay.pair_printed("default-search");
+    let items = vec![turn(
+        "browser-ext:claude",
+        "bread",
+        Role::User,
+        "What is a good recipe for sourdough bread?",
+        Some(0),
+    )];
+    let resp = relay
+        .http
+        .post_json("/v1/observations", Some(&token), &batch(&items));
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    // Meaning without shared words reaches the turn once the background worker has embedded it.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let v = relay
+            .http
+            .get("/v1/query?q=pastry%20oven&k=1", Some(&token))
+            .json();
+        if v["hits"][0]["matched_via"] == serde_json::json!(["vector"]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no vector hit: {v}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}

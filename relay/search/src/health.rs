@@ -2,13 +2,17 @@
 
 use std::path::Path;
 
-use personkit_embed::{EmbedderConfig, build};
+use personkit_embed::{EmbedError, EmbedderConfig, EmbedderKind, SharedEmbedder, build};
 use personkit_store::Connection;
 use personkit_store::vectors::{self, Coverage};
 
 /// The configured embedder and its coverage of the corpus.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct EmbedHealth {
+    /// `hybrid` (keywords and vectors) or `keywords` (full text only: no embedder, or it failed to load).
+    pub search: &'static str,
+    /// One line saying which search runs and why, as `serve` prints it at start.
+    pub summary: String,
     /// none | local | openai | vertex
     pub embedder: String,
     /// Where the choice came from (config file, environment, default).
@@ -25,6 +29,8 @@ pub struct EmbedHealth {
 /// Builds the configured embedder (as `serve`, `query` and `embed` would) and counts coverage.
 pub fn embed_health(conn: &Connection, db_path: Option<&Path>) -> EmbedHealth {
     let mut h = EmbedHealth {
+        search: "keywords",
+        summary: String::new(),
         embedder: "none".into(),
         source: String::new(),
         model: None,
@@ -35,14 +41,18 @@ pub fn embed_health(conn: &Connection, db_path: Option<&Path>) -> EmbedHealth {
     let cfg = match EmbedderConfig::load(db_path) {
         Ok(c) => c,
         Err(e) => {
+            h.summary = summary(None, &Err(EmbedError::Config(e.to_string())));
             h.error = Some(e.to_string());
             return h;
         }
     };
     h.embedder = cfg.kind.as_str().into();
     h.source = cfg.source.clone();
-    match build(&cfg) {
+    let built = build(&cfg);
+    h.summary = summary(Some(&cfg), &built);
+    match built {
         Ok(Some(e)) => {
+            h.search = "hybrid";
             h.model = Some(e.model_key());
             h.dim = Some(e.dim());
             match vectors::coverage(conn, &e.model_key()) {
@@ -54,4 +64,27 @@ pub fn embed_health(conn: &Connection, db_path: Option<&Path>) -> EmbedHealth {
         Err(e) => h.error = Some(format!("{e} ({})", e.hint())),
     }
     h
+}
+
+/// One line saying which search a relay or command runs with the embedder `config` asked for (`built` is what
+/// building it gave), and what to do when it is keywords only.
+pub fn summary(config: Option<&EmbedderConfig>, built: &Result<SharedEmbedder, EmbedError>) -> String {
+    match built {
+        Ok(Some(e)) => format!(
+            "search: hybrid (keywords + {} embeddings, {})",
+            e.kind(),
+            e.model_key()
+        ),
+        Ok(None) => match config {
+            Some(c) if c.kind == EmbedderKind::None && c.source != "default" => {
+                format!("search: keywords only (embedder set to none by {})", c.source)
+            }
+            Some(c) => format!(
+                "search: keywords only (no embedding model in {}; `personkit model fetch` installs one)",
+                c.local_model_dir().display()
+            ),
+            None => "search: keywords only".into(),
+        },
+        Err(e) => format!("search: keywords only ({e}; {})", e.hint()),
+    }
 }

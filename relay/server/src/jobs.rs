@@ -11,21 +11,24 @@ use personkit_store::vectors::Kind;
 
 use crate::state::AppState;
 
-/// The embedder the configuration asks for (config file next to the corpus, or environment). One that fails to
-/// build is logged and treated as `none`: search still answers from full text.
-pub fn configured_embedder(db_path: &Path) -> SharedEmbedder {
-    let built = EmbedderConfig::load(Some(db_path)).and_then(|c| {
-        let kind = c.kind;
-        personkit_embed::build(&c).map(|e| (kind, c.source.clone(), e))
-    });
+/// The embedder the configuration asks for (config file next to the corpus, or environment), and the line that
+/// says which search that gives. One that fails to build is logged and treated as `none`: search still answers
+/// from full text.
+pub fn configured_embedder(db_path: &Path) -> (SharedEmbedder, String) {
+    let config = EmbedderConfig::load(Some(db_path));
+    let built = match &config {
+        Ok(c) => personkit_embed::build(c),
+        Err(e) => Err(personkit_embed::EmbedError::Config(e.to_string())),
+    };
+    let line = personkit_search::health::summary(config.as_ref().ok(), &built);
     match built {
-        Ok((kind, source, e)) => {
-            tracing::info!(embedder = kind.as_str(), %source, model = ?e.as_ref().map(|e| e.model_key()), "search embedder");
-            e
+        Ok(e) => {
+            tracing::info!(model = ?e.as_ref().map(|e| e.model_key()), "{line}");
+            (e, line)
         }
         Err(e) => {
             tracing::warn!(error = %e, hint = e.hint(), "embedder unavailable; search uses full text only");
-            None
+            (None, line)
         }
     }
 }

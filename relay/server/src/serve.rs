@@ -73,7 +73,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the corpus at {}", config.db_path.display()))?;
     let clock = Clock::system();
     let embed_path = config.db_path.clone();
-    let embedder =
+    let (embedder, search_line) =
         tokio::task::spawn_blocking(move || jobs::configured_embedder(&embed_path)).await?;
     let state = AppState::new(db, config.api.clone(), clock.clone()).with_embedder(embedder);
     let embed_worker = jobs::start(&state);
@@ -85,6 +85,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         tracing::warn!(error = %e, "cannot record this relay in the corpus lock file");
     }
     let mut out = std::io::stdout().lock();
+    writeln!(out, "personkit: {search_line}")?;
     writeln!(out, "personkit: listening on http://{local}")?;
     let now = clock.now();
     let code = state
