@@ -170,12 +170,15 @@
 
   // HTML's own layout; a site's custom block elements come from its registry entry (`block_elements`).
   const HTML_BLOCK = [
-    'DIV', 'LI', 'DD', 'DT', 'TR', 'SECTION', 'ARTICLE', 'HEADER', 'FOOTER', 'ASIDE', 'NAV', 'FIGURE', 'FIGCAPTION',
-    'DETAILS', 'SUMMARY', 'MAIN', 'FORM', 'FIELDSET', 'ADDRESS', 'CAPTION',
+    'DIV', 'DD', 'DT', 'SECTION', 'ARTICLE', 'HEADER', 'FOOTER', 'ASIDE', 'NAV', 'FIGURE', 'FIGCAPTION',
+    'DETAILS', 'SUMMARY', 'MAIN', 'FORM', 'FIELDSET', 'ADDRESS', 'CAPTION', 'DL',
   ];
   let BLOCK = new Set(HTML_BLOCK);
-  const PARA = new Set(['P', 'H1', 'H2', 'H3', 'H4', 'H5', 'H6', 'PRE', 'BLOCKQUOTE', 'UL', 'OL', 'DL', 'TABLE', 'HR']);
   const SKIP = new Set(['SCRIPT', 'STYLE', 'TEMPLATE', 'NOSCRIPT', 'svg', 'SVG', 'BUTTON', 'TEXTAREA', 'INPUT', 'SELECT']);
+  const HEADING = { H1: 1, H2: 2, H3: 3, H4: 4, H5: 5, H6: 6 };
+  const TABLE_PART = new Set(['THEAD', 'TBODY', 'TFOOT', 'COLGROUP']);
+  const MAX_DOC_DEPTH = 80;
+  let render = {}; // the registry's shared rendering rules (maths, code languages, citation URLs)
 
   function isPreformatted(el) {
     if (el.tagName === 'PRE') return true;
@@ -189,44 +192,181 @@
     }
   }
 
-  /** Rendered text of `node`: block elements on their own lines, paragraphs/lists/pre/tables apart by a blank
-   * line, whitespace collapsed outside preformatted elements, strip-selector nodes left out. */
-  function textOf(node, strip) {
+  const anyMatch = (el, sels) => (sels || []).some((s) => safeMatches(el, s));
+
+  /** The text under `el` as written (code blocks, formulas without a source), leaving out what `strip` names. */
+  function rawText(el, strip) {
     let out = '';
-    const ensureNewlines = (n) => {
-      if (!out) return;
-      const have = out.length - out.replace(/\n+$/, '').length;
-      if (have < n) out += '\n'.repeat(n - have);
-    };
-    const walk = (n, pre) => {
+    const walk = (n) => {
       if (n.nodeType === Node.TEXT_NODE) {
-        let t = n.data;
-        if (!pre) {
-          t = t.replace(/[ \t\n\r\f]+/g, ' ');
-          if (out === '' || out.endsWith('\n') || out.endsWith(' ')) t = t.replace(/^ /, '');
-        }
-        out += t;
+        out += n.data;
         return;
       }
       if (n.nodeType !== Node.ELEMENT_NODE) return;
-      const el = n;
-      if (SKIP.has(el.tagName) || el.hidden) return;
-      if (strip.some((s) => safeMatches(el, s))) return;
-      if (el.tagName === 'BR') {
-        out += '\n';
-        return;
-      }
-      const isPre = pre || isPreformatted(el);
-      const para = PARA.has(el.tagName);
-      const block = BLOCK.has(el.tagName);
-      if (para) ensureNewlines(2);
-      else if (block) ensureNewlines(1);
-      for (const c of el.childNodes) walk(c, isPre);
-      if (para) ensureNewlines(2);
-      else if (block) ensureNewlines(1);
+      if (SKIP.has(n.tagName) || n.hidden || strip.some((s) => safeMatches(n, s))) return;
+      if (n.tagName === 'BR') out += '\n';
+      for (const c of n.childNodes) walk(c);
     };
-    walk(node, isPreformatted(node));
+    walk(el);
     return out;
+  }
+
+  /** One formula: its TeX source when the page carries it (an annotation, a data attribute), else its text. */
+  function mathNode(el) {
+    const attrs = {};
+    let tex = '';
+    for (const a of render.tex_attributes || []) {
+      const holder = el.hasAttribute(a) ? el : safeOne(el, `[${a}]`);
+      if (holder && holder.getAttribute(a)) {
+        tex = holder.getAttribute(a);
+        break;
+      }
+    }
+    if (!tex) {
+      for (const sel of render.tex_sources || []) {
+        const src = safeOne(el, sel);
+        if (src && src.textContent.trim()) {
+          tex = src.textContent;
+          break;
+        }
+      }
+    }
+    if (anyMatch(el, render.display_math) || (render.display_math || []).some((s) => !!safeOne(el, s))) attrs.d = '1';
+    if (tex) {
+      attrs.tex = tex.trim();
+      return ['m', attrs];
+    }
+    // No source: the MathML's text if there is some (the picture beside it is aria-hidden), else what shows.
+    const mathml = el.tagName.toLowerCase() === 'math' ? el : safeOne(el, 'math');
+    return ['m', attrs, (mathml || el).textContent];
+  }
+
+  function codeLanguage(pre) {
+    const code = safeOne(pre, 'code') || pre;
+    for (const el of [code, pre]) {
+      for (const a of render.code_language_attributes || []) if (el.getAttribute(a)) return el.getAttribute(a);
+    }
+    let re = null;
+    try {
+      re = render.code_language_class ? new RegExp(render.code_language_class) : null;
+    } catch {
+      re = null;
+    }
+    if (re) {
+      for (const el of [code, pre]) {
+        for (const c of el.classList) {
+          const m = re.exec(c);
+          if (m) return m[1];
+        }
+      }
+    }
+    return '';
+  }
+
+  function urlOf(el) {
+    for (const a of render.citation_url_attributes || []) {
+      const holder = el.hasAttribute(a) ? el : safeOne(el, `[${a}]`);
+      if (!holder) continue;
+      const v = a === 'href' && holder.href ? String(holder.href) : holder.getAttribute(a);
+      if (v && /^https?:\/\//.test(v)) return v;
+    }
+    return '';
+  }
+
+  function fileName(el) {
+    for (const a of render.attachment_name_attributes || []) {
+      const holder = el.hasAttribute(a) ? el : safeOne(el, `[${a}]`);
+      if (holder && holder.getAttribute(a)) return holder.getAttribute(a);
+    }
+    return el.textContent.replace(/\s+/g, ' ').trim();
+  }
+
+  /** The render tree of `node` (the core's vocabulary, see shared/src/capture/render.rs): the page's structure
+   * without its styling, strip-selector nodes left out; the core turns it into text. */
+  function docOf(node, strip) {
+    const walk = (n, depth) => {
+      if (n.nodeType === Node.TEXT_NODE) return [n.data];
+      if (n.nodeType !== Node.ELEMENT_NODE) return [];
+      const el = n;
+      if (SKIP.has(el.tagName) || el.hidden) return [];
+      if (strip.some((s) => safeMatches(el, s))) return [];
+      if (depth > MAX_DOC_DEPTH) return [el.textContent];
+      const kids = () => {
+        const out = [];
+        for (const c of el.childNodes) {
+          for (const k of walk(c, depth + 1)) {
+            if (typeof k === 'string' && typeof out[out.length - 1] === 'string') out[out.length - 1] += k;
+            else out.push(k);
+          }
+        }
+        return out;
+      };
+      const tag = el.tagName;
+      if (anyMatch(el, adapter.citation_selectors)) {
+        const href = urlOf(el);
+        return href ? [['cite', { href }]] : [];
+      }
+      if (anyMatch(el, adapter.attachment_selectors)) return [['file', { name: fileName(el) }]];
+      if (anyMatch(el, render.math_containers)) return [mathNode(el)];
+      if (tag === 'IMG') {
+        const alt = el.getAttribute('alt') || el.getAttribute('aria-label') || el.getAttribute('title') || '';
+        return [['img', { alt }]];
+      }
+      if (tag === 'BR') return [['br']];
+      if (tag === 'HR') return [['hr']];
+      if (tag === 'PRE') {
+        const lang = codeLanguage(el);
+        return [lang ? ['pre', { lang }, rawText(el, strip)] : ['pre', rawText(el, strip)]];
+      }
+      if (tag === 'CODE') return [['code', rawText(el, strip)]];
+      if (tag === 'TABLE') return [['table', ...kids()]];
+      if (TABLE_PART.has(tag)) return kids();
+      if (tag === 'TR') return [['tr', ...kids()]];
+      if (tag === 'TD' || tag === 'TH') return [[tag.toLowerCase(), ...kids()]];
+      if (tag === 'UL') return [['ul', ...kids()]];
+      if (tag === 'OL') return [['ol', { s: el.getAttribute('start') || '1' }, ...kids()]];
+      if (tag === 'LI') return [['li', ...kids()]];
+      if (tag === 'P') return [['p', ...kids()]];
+      if (HEADING[tag]) return [['h', { l: String(HEADING[tag]) }, ...kids()]];
+      if (tag === 'BLOCKQUOTE') return [['q', ...kids()]];
+      if (tag === 'A' && el.getAttribute('href')) return [['a', { href: String(el.href || '') }, ...kids()]];
+      if (isPreformatted(el)) return [['ws', ...kids()]];
+      if (BLOCK.has(tag)) return [['b', ...kids()]];
+      return kids();
+    };
+    return ['b', ...walk(node, 0)];
+  }
+
+  /** Whether a tree shows anything: text that is not only whitespace, or a placeholder (image, file, formula). */
+  function hasContent(tree) {
+    if (typeof tree === 'string') return tree.trim() !== '';
+    if (!Array.isArray(tree)) return false;
+    if (['img', 'file', 'm', 'cite'].includes(tree[0])) return true;
+    return tree.slice(1).some(hasContent);
+  }
+
+  /** A turn's tree: who answered (label), its reasoning panel, its body, the artifacts it made. */
+  function turnDoc(el, role, strip) {
+    const extra = [
+      ...(adapter.label_selectors || []),
+      ...(adapter.reasoning_selectors || []),
+      ...(adapter.artifact_selectors || []),
+    ];
+    const inner = [...strip, ...extra];
+    const parts = [];
+    const found = (sels) => {
+      const out = [];
+      for (const sel of sels || []) {
+        if (safeMatches(el, sel)) continue;
+        for (const n of safeAll(el, sel)) if (!out.some((o) => o.contains(n))) out.push(n);
+      }
+      return out;
+    };
+    for (const n of found(adapter.label_selectors)) parts.push(['lbl', n.textContent]);
+    for (const n of found(adapter.reasoning_selectors)) parts.push(['think', docOf(n, strip)]);
+    for (const n of textRoots(el, role)) parts.push(['p', docOf(n, inner)]);
+    for (const n of found(adapter.artifact_selectors)) parts.push(['p', docOf(n, strip)]);
+    return ['b', ...parts];
   }
 
   function keyOf(el, role) {
@@ -295,7 +435,7 @@
     const read = [];
     for (const el of roots) {
       // A node still showing what it showed under the previous URL belongs to the previous conversation.
-      if (staleRoots.has(el) && staleRoots.get(el) === textRoots(el, roleOf(el)).map((n) => textOf(n, strip)).join('\n\n')) continue;
+      if (staleRoots.has(el) && staleRoots.get(el) === JSON.stringify(turnDoc(el, roleOf(el), strip))) continue;
       const role = roleOf(el);
       if (!role) continue;
       const streamingHere = live.some((m) => el.contains(m) || m.contains(el));
@@ -307,16 +447,15 @@
     read.forEach((r, i) => {
       // While anything streams, the newest assistant turn is not final yet.
       if (r.streamingHere || (live.length > 0 && i === lastAssistant)) return;
-      const text = textRoots(r.el, r.role)
-        .map((n) => textOf(n, strip))
-        .join('\n\n');
+      const tree = turnDoc(r.el, r.role, strip);
+      const text = JSON.stringify(tree);
       lastRead.set(r.el, text);
-      if (!text.trim()) return;
+      if (!hasContent(tree)) return;
       const key = keyOf(r.el, r.role);
       const id = key || `${r.role}\u001e${text}`;
       if (sentText.get(id) === text) return;
       const ordinal = byPosition ? byPosition[i] : ordinalOf(r.el);
-      turns.push({ role: r.role, text, message_key: key, ordinal_raw: ordinal, id });
+      turns.push({ role: r.role, doc: text, message_key: key, ordinal_raw: ordinal, id, text });
     });
     return { turns, streaming: live.length > 0 };
   }
@@ -327,7 +466,7 @@
     const url = location.href;
     const { turns, streaming } = snapshot();
     if (turns.length > 0) {
-      const r = await send(M.make.capture(url, document.title, turns.map(({ id, ...t }) => t)));
+      const r = await send(M.make.capture(url, document.title, turns.map(({ id, text, ...t }) => t)));
       // The browser's record of this frame does not show `url` yet (a same-document navigation in flight): the
       // worker refused the turns; read them again shortly.
       if (r && r.stale) {
@@ -374,6 +513,7 @@
     }
     staleHellos = 0;
     adapter = r.surface || null;
+    render = (r.surface && r.render) || {};
     conversationId = r.conversation_id || null;
     BLOCK = new Set([...HTML_BLOCK, ...((adapter && adapter.block_elements) || []).map((t) => String(t).toUpperCase())]);
     const was = state;

@@ -163,6 +163,8 @@ struct PageState<'a> {
     stale: bool,
     /// The registry entry, verbatim (the content script reads its selectors).
     surface: Option<&'a RawValue>,
+    /// The rendering rules every surface shares, verbatim (with `surface` only).
+    render: Option<&'a RawValue>,
     conversation_id: Option<String>,
     thread_id: Option<String>,
     state: CaptureState,
@@ -185,6 +187,7 @@ fn page<'r>(
             PageState {
                 stale: true,
                 surface: None,
+                render: None,
                 conversation_id: None,
                 thread_id: None,
                 state: CaptureState::Off,
@@ -199,11 +202,13 @@ fn page<'r>(
         .map(|(s, c)| crate::ids::thread_id(&s.id, c).hyphenated().to_string());
     let state = policy::capture_state(&i.settings, surface, thread_id.as_deref(), &i.skipped);
     let raw = surface.and_then(|s| serde_json::from_str::<&RawValue>(&s.raw).ok());
+    let render = raw.and_then(|_| serde_json::from_str::<&RawValue>(registry.render_rules()).ok());
     (
         surface,
         PageState {
             stale: false,
             surface: raw,
+            render,
             conversation_id,
             thread_id,
             state,
@@ -572,8 +577,18 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
     let mut keys = Vec::new();
     let mut in_snapshot: Vec<String> = Vec::new();
     for turn in turns {
+        let rendered = match turn.doc.as_deref() {
+            Some(doc) => match crate::capture::render::render_json(doc) {
+                Some(text) => text,
+                None => {
+                    out.dropped_invalid += 1;
+                    continue;
+                }
+            },
+            None => turn.text.clone(),
+        };
         let text = red.redact(&normalize(
-            &registry.strip_lines(&surface, &normalize(&turn.text)),
+            &registry.strip_lines(&surface, &normalize(&rendered)),
         ));
         if text.trim().is_empty() {
             out.dropped_empty += 1;

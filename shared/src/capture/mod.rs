@@ -13,6 +13,7 @@ pub mod normalize;
 pub mod policy;
 pub mod queue;
 pub mod redact;
+pub mod render;
 pub mod registry;
 pub mod settings;
 

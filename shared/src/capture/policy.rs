@@ -15,6 +15,8 @@ pub const MAX_TURNS_PER_MESSAGE: usize = wire::DEFAULT_MAX_BATCH_ITEMS;
 /// Longest text of one turn as read from the page (bytes): the wire's content limit again as room for the site
 /// chrome and layout whitespace that normalisation removes. Longer text could not become a valid turn.
 pub const MAX_RAW_TEXT_BYTES: usize = 2 * wire::MAX_CONTENT_BYTES;
+/// Longest render tree (JSON text) of one turn: the tree's markup roughly doubles the text it carries.
+pub const MAX_RAW_DOC_BYTES: usize = 2 * MAX_RAW_TEXT_BYTES;
 /// Longest message key or raw ordinal attribute value (bytes): a wire field.
 pub const MAX_RAW_FIELD_BYTES: usize = wire::MAX_FIELD_BYTES;
 /// Longest page title read (bytes) before redaction; the stored title is cut to the wire's field limit after it.
@@ -122,7 +124,12 @@ impl SkipList {
 #[serde(deny_unknown_fields)]
 pub struct RawTurn {
     pub role: Role,
+    /// Plain text, used when `doc` is absent.
+    #[serde(default)]
     pub text: String,
+    /// The turn's content as the content script's render tree, JSON text (see [`crate::capture::render`]).
+    #[serde(default)]
+    pub doc: Option<String>,
     #[serde(default)]
     pub message_key: Option<String>,
     /// The raw value of the surface's ordinal attribute (or the position), if the surface has an ordinal rule.
@@ -155,6 +162,12 @@ pub fn parse_turns(json: &str) -> Result<Vec<RawTurn>, String> {
             ));
         }
         check(i, "text", t.text.len(), MAX_RAW_TEXT_BYTES)?;
+        check(
+            i,
+            "doc",
+            t.doc.as_ref().map_or(0, String::len),
+            MAX_RAW_DOC_BYTES,
+        )?;
         check(
             i,
             "message_key",
