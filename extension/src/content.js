@@ -362,7 +362,14 @@
       }
       return out;
     };
-    for (const n of found(adapter.label_selectors)) parts.push(['lbl', n.textContent]);
+    // Labels are ranked: the first selector that finds one names the turn (its text without stripped chrome).
+    for (const sel of adapter.label_selectors || []) {
+      const n = safeMatches(el, sel) ? null : safeOne(el, sel);
+      if (n) {
+        parts.push(['lbl', rawText(n, strip)]);
+        break;
+      }
+    }
     for (const n of found(adapter.reasoning_selectors)) parts.push(['think', docOf(n, strip)]);
     for (const n of textRoots(el, role)) parts.push(['p', docOf(n, inner)]);
     for (const n of found(adapter.artifact_selectors)) parts.push(['p', docOf(n, strip)]);

@@ -127,8 +127,15 @@ pub struct SurfaceSpec {
     pub status: Status,
     /// `example.com` (exactly that host) or `*.example.com` (any subdomain, and the host itself).
     pub hosts: Vec<String>,
+    /// Path prefixes the surface lives under on its hosts (e.g. `/chat/` on a host that serves other things);
+    /// empty: the whole host.
+    #[serde(default)]
+    pub paths: Vec<String>,
     /// Regexes on the URL path; the first capture group of the first match is the conversation id.
     pub conversation_patterns: Vec<String>,
+    /// A query parameter holding the conversation id, for sites that keep it there (tried after the patterns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_query: Option<String>,
     #[serde(default)]
     pub conversation_fallback: ConversationFallback,
     /// Ranked CSS selectors of message roots: the first one that finds any element wins.
@@ -250,7 +257,11 @@ pub struct Surface {
     pub name: String,
     pub status: Status,
     pub hosts: Vec<String>,
+    #[serde(default)]
+    pub paths: Vec<String>,
     pub conversation_patterns: Vec<String>,
+    #[serde(default)]
+    pub conversation_query: Option<String>,
     #[serde(default)]
     pub conversation_fallback: ConversationFallback,
     pub message_roots: Vec<String>,
@@ -370,16 +381,29 @@ impl Registry {
         if parts.scheme != "https" {
             return None;
         }
-        let compiled = self
-            .surfaces
-            .iter()
-            .find(|c| c.surface.hosts.iter().any(|h| host_matches(h, &parts.host)))?;
+        let compiled = self.surfaces.iter().find(|c| {
+            c.surface.hosts.iter().any(|h| host_matches(h, &parts.host))
+                && (c.surface.paths.is_empty()
+                    || c.surface.paths.iter().any(|p| parts.path.starts_with(p.as_str())))
+        })?;
+        let from_query = || {
+            let name = compiled.surface.conversation_query.as_deref()?;
+            let query = url.split_once('?')?.1;
+            let query = query.split_once('#').map_or(query, |(q, _)| q);
+            query
+                .split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_owned())
+                .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        };
         let from_pattern = compiled
             .conversation
             .iter()
             .find_map(|re| re.captures(parts.path))
             .and_then(|caps| caps.get(1).map(|m| m.as_str().to_owned()))
-            .filter(|id| !id.is_empty());
+            .filter(|id| !id.is_empty())
+            .or_else(from_query);
         let conversation_id =
             from_pattern.or_else(|| match compiled.surface.conversation_fallback {
                 ConversationFallback::None => None,
@@ -424,9 +448,18 @@ impl Registry {
 
     /// `https://` match patterns for the manifest's content scripts, one per host pattern.
     pub fn match_patterns(&self) -> Vec<String> {
-        self.surfaces()
-            .flat_map(|s| s.hosts.iter().map(|h| format!("https://{h}/*")))
-            .collect()
+        let mut out = Vec::new();
+        for s in self.surfaces() {
+            for h in &s.hosts {
+                if s.paths.is_empty() {
+                    out.push(format!("https://{h}/*"));
+                }
+                for p in &s.paths {
+                    out.push(format!("https://{h}{p}*"));
+                }
+            }
+        }
+        out
     }
 }
 
