@@ -76,3 +76,39 @@ fn every_other_surface_captures_its_fixtures_faithfully() {
     }
     assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
 }
+
+/// A redesigned site: a Grok conversation page whose text is on screen but whose markup the adapter no longer
+/// knows. Nothing is captured, and within seconds (the test's fast timings: yellow after 2 s of failing reads) the
+/// popup's Grok light says `adapter_stale`; a readable Grok page shows its completeness on the badge (`4/4`).
+#[test]
+fn a_redesigned_page_turns_the_surface_stale_and_the_badge_counts_turns() {
+    let session = Session::start(&["browser-ext:grok"]).unwrap();
+    let good = fixtures::cases("grok").unwrap().remove(0);
+    assert!(session.check(&good).unwrap().is_empty());
+    let tab = session.open_case(&good).unwrap();
+    tab.wait_for(
+        "(() => { const b = document.querySelector('#personkit-badge'); return !!b && b.dataset.shown === '4' && b.dataset.captured === '4' && b.dataset.rule === 'message_roots[0]'; })()",
+        std::time::Duration::from_secs(15),
+    )
+    .expect("the badge shows 4/4 captured and the matching rule");
+    let _ = tab.close();
+    let case = Session::scenario_case("scenarios/grok_redesigned").unwrap();
+    let tab = session.open_case(&case).unwrap();
+    session.popup.reload().unwrap();
+    session
+        .popup
+        .wait_for(
+            "document.querySelector('[data-health=\"browser-ext:grok\"]')?.dataset.reason === 'adapter_stale'",
+            std::time::Duration::from_secs(30),
+        )
+        .expect("the popup shows Grok as adapter_stale");
+    let status = session
+        .popup
+        .eval("document.querySelector('[data-health=\"browser-ext:grok\"]').dataset.status")
+        .unwrap();
+    assert!(status == "yellow" || status == "red", "{status}");
+    let tid = personkit_shared::thread_id("browser-ext:grok", "redesign-0001").to_string();
+    let stored = session.messages("browser-ext:grok").unwrap();
+    assert!(stored.iter().all(|m| m.thread_id != tid), "nothing is captured from the unreadable page");
+    let _ = tab.close();
+}

@@ -37,6 +37,20 @@
   let staleRoots = new WeakMap(); // root -> its text when the URL changed (previous conversation's nodes)
   let positions = new WeakMap(); // root -> its position in the thread (ordinal source "position")
   let lastOffset = null; // position of the first root at the last numbering; null before any in this conversation
+  let shownIds = new Map(); // stable id -> text of every complete turn this conversation has shown
+  let health = null; // 'adapter_stale' when the core says this surface's pages are no longer read
+  let rule = null; // rank of the message_roots rule that matched at the last read
+  let lastProbe = '';
+  let lastProbeAt = 0;
+  const PROBE_EVERY_MS = 20000;
+  const TEXT_PRESENT_CHARS = 200;
+
+  /** Turns of this conversation captured (taken by the worker) with the text they show now. */
+  function capturedCount() {
+    let n = 0;
+    for (const [id, text] of shownIds) if (sentText.get(id) === text) n++;
+    return n;
+  }
 
   function send(msg) {
     return chrome.runtime.sendMessage(msg).catch(() => null);
@@ -82,7 +96,15 @@
     }
     if (!badgeHost.isConnected) document.documentElement.appendChild(badgeHost);
     if (badgeHost.getAttribute('data-state') !== state) badgeHost.setAttribute('data-state', state);
-    const text = state === 'capturing' ? 'PK' : state === 'skipped' ? 'PK skipped' : state === 'paused' ? 'PK paused' : 'PK off';
+    const counts = shownIds.size > 0 ? ` ${capturedCount()}/${shownIds.size}` : '';
+    const warn = health === 'adapter_stale' ? ' ! no turns read' : '';
+    const text =
+      state === 'capturing' ? `PK${counts}${warn}` : state === 'skipped' ? 'PK skipped' : state === 'paused' ? 'PK paused' : 'PK off';
+    badgeHost.setAttribute('data-captured', String(capturedCount()));
+    badgeHost.setAttribute('data-shown', String(shownIds.size));
+    if (health) badgeHost.setAttribute('data-health', health);
+    else badgeHost.removeAttribute('data-health');
+    if (rule !== null) badgeHost.setAttribute('data-rule', `message_roots[${rule}]`);
     if (badgeLabel.textContent !== text) badgeLabel.textContent = text;
     if (badgeHost.title !== LABELS[state]) badgeHost.title = LABELS[state];
   }
@@ -135,13 +157,49 @@
   }
 
   function messageRoots() {
-    for (const sel of adapter.message_roots) {
+    rule = null;
+    for (const [rank, sel] of adapter.message_roots.entries()) {
       const els = safeAll(document, sel);
       if (els.length === 0) continue;
+      rule = rank;
       // Drop roots nested inside another root of the same selector.
       return els.filter((el) => !(el.parentElement && safeClosest(el.parentElement, sel)));
     }
     return [];
+  }
+
+  /** Whether the page shows conversation text: the surface's content area holds more than a few words. */
+  function textPresent() {
+    for (const sel of adapter.content_area || ['main']) {
+      const el = safeOne(document, sel);
+      if (!el) continue;
+      const t = (el.innerText || el.textContent || '').replace(/\s+/g, ' ').trim();
+      return t.length >= TEXT_PRESENT_CHARS;
+    }
+    return false;
+  }
+
+  /** Tells the worker what the last read found (also when it found nothing), at most every 20 s unless it
+   * changed; the core decides whether the surface's adapter has gone stale. */
+  async function sendProbe(read) {
+    const probe = {
+      text_present: textPresent(),
+      roots: read.roots,
+      users: read.users,
+      assistants: read.assistants,
+      rank: rule,
+    };
+    const key = JSON.stringify(probe);
+    const now = Date.now();
+    if (key === lastProbe && now - lastProbeAt < PROBE_EVERY_MS) return;
+    lastProbe = key;
+    lastProbeAt = now;
+    const r = await send(M.make.probe(location.href, probe));
+    const h = r && !r.error && typeof r.reason === 'string' ? r.reason : null;
+    if (h !== health) {
+      health = h;
+      ensureBadge();
+    }
   }
 
   function roleOf(el) {
@@ -440,11 +498,14 @@
     const strip = adapter.strip_selectors || [];
     let lastAssistant = -1;
     const read = [];
+    const counts = { roots: roots.length, users: 0, assistants: 0 };
     for (const el of roots) {
       // A node still showing what it showed under the previous URL belongs to the previous conversation.
       if (staleRoots.has(el) && staleRoots.get(el) === JSON.stringify(turnDoc(el, roleOf(el), strip))) continue;
       const role = roleOf(el);
       if (!role) continue;
+      if (role === 'user') counts.users++;
+      else counts.assistants++;
       const streamingHere = live.some((m) => el.contains(m) || m.contains(el));
       read.push({ el, role, streamingHere });
       if (role === 'assistant') lastAssistant = read.length - 1;
@@ -460,18 +521,21 @@
       if (!hasContent(tree)) return;
       const key = keyOf(r.el, r.role);
       const id = key || `${r.role}\u001e${text}`;
+      shownIds.set(id, text);
+      if (shownIds.size > 5000) shownIds = new Map();
       if (sentText.get(id) === text) return;
       const ordinal = byPosition ? byPosition[i] : ordinalOf(r.el);
       turns.push({ role: r.role, doc: text, message_key: key, ordinal_raw: ordinal, id, text });
     });
-    return { turns, streaming: live.length > 0 };
+    return { turns, streaming: live.length > 0, counts };
   }
 
   async function settle() {
     timer = null;
     if (!adapter || state !== 'capturing' || !conversationId) return;
     const url = location.href;
-    const { turns, streaming } = snapshot();
+    const { turns, streaming, counts } = snapshot();
+    sendProbe(counts);
     if (turns.length > 0) {
       const r = await send(M.make.capture(url, document.title, turns.map(({ id, text, ...t }) => t)));
       // The browser's record of this frame does not show `url` yet (a same-document navigation in flight): the
@@ -484,6 +548,7 @@
       if (r && !r.error && r.state === 'capturing' && location.href === url) {
         for (const t of turns) sentText.set(t.id, t.text);
         if (sentText.size > 5000) sentText = new Map();
+        ensureBadge();
         if (typeof r.state === 'string' && r.state !== state) {
           state = r.state;
           ensureBadge();
@@ -540,6 +605,8 @@
     for (const [el, text] of lastRead) staleRoots.set(el, text);
     lastRead = new Map();
     sentText = new Map();
+    shownIds = new Map();
+    lastProbe = '';
     if (timer) clearTimeout(timer);
     timer = null;
     hello();
@@ -556,6 +623,8 @@
 
   setInterval(() => {
     if (location.href !== lastUrl) onNavigate();
+    // A page that stopped changing is still read now and then, so a stale adapter shows without new mutations.
+    else if (adapter && state === 'capturing' && conversationId && !timer && Date.now() - lastProbeAt > PROBE_EVERY_MS) schedule();
   }, URL_POLL_MS);
   window.addEventListener('popstate', () => {
     if (location.href !== lastUrl) onNavigate();
