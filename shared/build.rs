@@ -23,7 +23,10 @@ fn main() {
         let text = std::fs::read_to_string(path).expect("reading a surface file");
         let mut value: serde_json::Value = serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if name == "_render.json" {
             if let Some(o) = value.as_object_mut() {
                 o.remove("provenance");

@@ -37,7 +37,11 @@ fn every_other_surface_captures_its_fixtures_faithfully() {
         .into_iter()
         .filter(|(n, _)| !FIRST_FOUR.contains(&n.as_str()))
         .collect();
-    assert_eq!(surfaces.len(), 17, "the registry should hold 17 surfaces beyond the first four");
+    assert_eq!(
+        surfaces.len(),
+        17,
+        "the registry should hold 17 surfaces beyond the first four"
+    );
     let mut cases: Vec<Case> = Vec::new();
     for (name, _) in &surfaces {
         let found = fixtures::cases(name).unwrap_or_else(|e| panic!("{name}: {e:#}"));
@@ -71,10 +75,19 @@ fn every_other_surface_captures_its_fixtures_faithfully() {
         let all = session.messages(&case.expected.surface).unwrap();
         let strays = fixtures::strays(&all, &case.thread_ids());
         if !strays.is_empty() {
-            failures.push(format!("{}: {} message(s) under unknown threads", case.name, strays.len()));
+            failures.push(format!(
+                "{}: {} message(s) under unknown threads",
+                case.name,
+                strays.len()
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// A redesigned site: a Grok conversation page whose text is on screen but whose markup the adapter no longer
@@ -109,6 +122,9 @@ fn a_redesigned_page_turns_the_surface_stale_and_the_badge_counts_turns() {
     assert!(status == "yellow" || status == "red", "{status}");
     let tid = personkit_shared::thread_id("browser-ext:grok", "redesign-0001").to_string();
     let stored = session.messages("browser-ext:grok").unwrap();
-    assert!(stored.iter().all(|m| m.thread_id != tid), "nothing is captured from the unreadable page");
+    assert!(
+        stored.iter().all(|m| m.thread_id != tid),
+        "nothing is captured from the unreadable page"
+    );
     let _ = tab.close();
 }

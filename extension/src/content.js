@@ -383,10 +383,12 @@
       if (tag === 'TD' || tag === 'TH') return [[tag.toLowerCase(), ...kids()]];
       if (tag === 'UL') return [['ul', ...kids()]];
       if (tag === 'OL') return [['ol', { s: el.getAttribute('start') || '1' }, ...kids()]];
-      if (tag === 'LI') return [['li', ...kids()]];
-      if (tag === 'P') return [['p', ...kids()]];
+      // Block-level elements styled to keep their whitespace (a user's message in a `p.whitespace-pre-wrap`).
+      const body = () => (isPreformatted(el) ? [['ws', ...kids()]] : kids());
+      if (tag === 'LI') return [['li', ...body()]];
+      if (tag === 'P') return [['p', ...body()]];
       if (HEADING[tag]) return [['h', { l: String(HEADING[tag]) }, ...kids()]];
-      if (tag === 'BLOCKQUOTE') return [['q', ...kids()]];
+      if (tag === 'BLOCKQUOTE') return [['q', ...body()]];
       if (tag === 'A' && el.getAttribute('href')) return [['a', { href: String(el.href || '') }, ...kids()]];
       if (isPreformatted(el)) return [['ws', ...kids()]];
       if (BLOCK.has(tag)) return [['b', ...kids()]];

@@ -269,7 +269,10 @@ pub fn probe(input: &str) -> Result<String> {
     )
     .and_then(|url| registry.match_url(url, &day))
     .filter(|m| m.conversation_id.is_some())
-    .filter(|m| policy::capture_state(&i.settings, Some(m.surface), None, &SkipList::default()) != CaptureState::Off)
+    .filter(|m| {
+        policy::capture_state(&i.settings, Some(m.surface), None, &SkipList::default())
+            != CaptureState::Off
+    })
     .map(|m| m.surface.id.clone());
     let changed = surface
         .as_deref()
@@ -1339,8 +1342,10 @@ mod tests {
             )
         };
         let broken = json!({"text_present": true, "roots": 0, "users": 0, "assistants": 0});
-        let one_role = json!({"text_present": true, "roots": 4, "users": 4, "assistants": 0, "rank": 1});
-        let good = json!({"text_present": true, "roots": 4, "users": 2, "assistants": 2, "rank": 0});
+        let one_role =
+            json!({"text_present": true, "roots": 4, "users": 4, "assistants": 0, "rank": 1});
+        let good =
+            json!({"text_present": true, "roots": 4, "users": 2, "assistants": 2, "rank": 0});
         let nothing_shown = json!({"text_present": false, "roots": 0, "users": 0, "assistants": 0});
         // Not counted: a page of no conversation, a surface that is off, a page without text.
         for (u, settings, p) in [
@@ -1349,26 +1354,53 @@ mod tests {
             (url, &on, &nothing_shown),
         ] {
             let out = probe(&json!({}), NOW, p.clone(), settings, u);
-            assert!(out["stats"]["browser-ext:grok"]["staleSinceMs"].is_null(), "{u} {p}");
+            assert!(
+                out["stats"]["browser-ext:grok"]["staleSinceMs"].is_null(),
+                "{u} {p}"
+            );
         }
         let out = probe(&json!({}), NOW, broken.clone(), &on, url);
-        assert_eq!((out["changed"].as_bool(), out["reason"].as_str()), (Some(true), None));
+        assert_eq!(
+            (out["changed"].as_bool(), out["reason"].as_str()),
+            (Some(true), None)
+        );
         let stats = out["stats"].clone();
         let minutes = |m: u64| NOW + m * 60_000;
         let out = probe(&stats, minutes(3), one_role, &on, url);
         assert_eq!(out["reason"], "adapter_stale");
         assert_eq!(out["stats"]["browser-ext:grok"]["staleSinceMs"], NOW);
-        assert_eq!(out["stats"]["browser-ext:grok"]["lastRule"], "message_roots[1]");
+        assert_eq!(
+            out["stats"]["browser-ext:grok"]["lastRule"],
+            "message_roots[1]"
+        );
         let light_at = |stats: &Value, now: u64| {
-            let p = call(popup_state, json!({"now_ms": now, "settings": on, "stats": stats, "paired": true}));
-            let row = p["surfaces"].as_array().unwrap().iter().find(|r| r["id"] == "browser-ext:grok").unwrap().clone();
-            (row["light"].as_str().unwrap().to_owned(), row["reason"].as_str().map(str::to_owned))
+            let p = call(
+                popup_state,
+                json!({"now_ms": now, "settings": on, "stats": stats, "paired": true}),
+            );
+            let row = p["surfaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["id"] == "browser-ext:grok")
+                .unwrap()
+                .clone();
+            (
+                row["light"].as_str().unwrap().to_owned(),
+                row["reason"].as_str().map(str::to_owned),
+            )
         };
         let mut fresh = out["stats"].clone();
         // A turn accepted a moment ago would be green; the stale adapter overrides it.
         fresh["browser-ext:grok"]["lastAcceptedMs"] = json!(minutes(3));
-        assert_eq!(light_at(&fresh, minutes(3)), ("yellow".into(), Some("adapter_stale".into())));
-        assert_eq!(light_at(&fresh, minutes(11)), ("red".into(), Some("adapter_stale".into())));
+        assert_eq!(
+            light_at(&fresh, minutes(3)),
+            ("yellow".into(), Some("adapter_stale".into()))
+        );
+        assert_eq!(
+            light_at(&fresh, minutes(11)),
+            ("red".into(), Some("adapter_stale".into()))
+        );
         let healed = probe(&fresh, minutes(12), good, &on, url);
         assert!(healed["stats"]["browser-ext:grok"]["staleSinceMs"].is_null());
         assert_eq!(healed["reason"], Value::Null);

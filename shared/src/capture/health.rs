@@ -129,7 +129,8 @@ pub fn surface_rows(
                 relay_accepted_ms: r.and_then(|r| at(r.last_accepted_at.as_deref())),
                 relay_error_ms: r.and_then(|r| at(r.last_error.as_ref().map(|e| e.at.as_str()))),
             });
-            let stale = stale_light(local.stale_since_ms, now_ms, fast).filter(|_| light != Light::Off);
+            let stale =
+                stale_light(local.stale_since_ms, now_ms, fast).filter(|_| light != Light::Off);
             let light = match (light, stale) {
                 (_, Some(Light::Red)) => Light::Red,
                 (Light::Green, Some(Light::Yellow)) => Light::Yellow,
@@ -249,7 +250,14 @@ mod tests {
         };
         let mut stats = Stats::default();
         stats.on_capture("browser-ext:chatgpt", 3, 0);
-        let rows = surface_rows(Registry::builtin(), &settings, &stats, Some(&relay), now, false);
+        let rows = surface_rows(
+            Registry::builtin(),
+            &settings,
+            &stats,
+            Some(&relay),
+            now,
+            false,
+        );
         let row = |id: &str| rows.iter().find(|r| r.id == id).unwrap();
         assert_eq!(row("browser-ext:claude").light, Light::Green);
         assert_eq!(row("browser-ext:claude").turns_24h, Some(7));

@@ -13,8 +13,8 @@ pub mod normalize;
 pub mod policy;
 pub mod queue;
 pub mod redact;
-pub mod render;
 pub mod registry;
+pub mod render;
 pub mod settings;
 
 pub use dedupe::SeenSet;

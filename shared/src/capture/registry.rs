@@ -384,7 +384,10 @@ impl Registry {
         let compiled = self.surfaces.iter().find(|c| {
             c.surface.hosts.iter().any(|h| host_matches(h, &parts.host))
                 && (c.surface.paths.is_empty()
-                    || c.surface.paths.iter().any(|p| parts.path.starts_with(p.as_str())))
+                    || c.surface
+                        .paths
+                        .iter()
+                        .any(|p| parts.path.starts_with(p.as_str())))
         })?;
         let from_query = || {
             let name = compiled.surface.conversation_query.as_deref()?;
@@ -395,7 +398,12 @@ impl Registry {
                 .filter_map(|kv| kv.split_once('='))
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| v.to_owned())
-                .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+                .filter(|v| {
+                    !v.is_empty()
+                        && v.len() <= 128
+                        && v.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                })
         };
         let from_pattern = compiled
             .conversation
@@ -638,12 +646,24 @@ mod tests {
                 "{name}: file name and id differ"
             );
             assert_eq!(spec.problems(), Vec::<String>::new(), "{}", spec.id);
-            let prov = spec.provenance.clone().unwrap_or_else(|| panic!("{name}: no provenance"));
-            assert!(!prov.verified_against.trim().is_empty(), "{name}: provenance says nothing");
+            let prov = spec
+                .provenance
+                .clone()
+                .unwrap_or_else(|| panic!("{name}: no provenance"));
+            assert!(
+                !prov.verified_against.trim().is_empty(),
+                "{name}: provenance says nothing"
+            );
             let core = Registry::builtin().get(&spec.id).unwrap();
             let back: SurfaceSpec = serde_json::from_str(&core.raw).unwrap();
             assert_eq!(back.provenance, None, "{name}: provenance was embedded");
-            assert_eq!(back, SurfaceSpec { provenance: None, ..spec });
+            assert_eq!(
+                back,
+                SurfaceSpec {
+                    provenance: None,
+                    ..spec
+                }
+            );
             names.push(name);
         }
         assert_eq!(names.len(), Registry::builtin().surfaces().count());

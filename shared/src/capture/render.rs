@@ -60,7 +60,10 @@ pub fn render(doc: &Value) -> String {
 /// Parses the tree's JSON (a small parser of its own: no numbers are converted, which keeps floating-point
 /// parsing out of the wasm build).
 pub fn parse(doc: &str) -> Option<Value> {
-    let mut p = Parser { s: doc.as_bytes(), i: 0 };
+    let mut p = Parser {
+        s: doc.as_bytes(),
+        i: 0,
+    };
     let v = p.value(0)?;
     p.ws();
     (p.i == p.s.len()).then_some(v)
@@ -193,7 +196,9 @@ impl Parser<'_> {
                         b't' => '\t',
                         b'u' => {
                             let hi = self.hex4()?;
-                            let cp = if (0xD800..0xDC00).contains(&hi) && self.s.get(self.i..self.i + 2) == Some(b"\\u") {
+                            let cp = if (0xD800..0xDC00).contains(&hi)
+                                && self.s.get(self.i..self.i + 2) == Some(b"\\u")
+                            {
                                 self.i += 2;
                                 let lo = self.hex4()?;
                                 0x10000 + ((hi - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF)
@@ -400,7 +405,13 @@ impl Writer {
                 let quoted: Vec<String> = body
                     .trim_matches('\n')
                     .split('\n')
-                    .map(|l| if l.trim().is_empty() { ">".to_owned() } else { format!("> {l}") })
+                    .map(|l| {
+                        if l.trim().is_empty() {
+                            ">".to_owned()
+                        } else {
+                            format!("> {l}")
+                        }
+                    })
                     .collect();
                 self.paragraph(&quoted.join("\n"));
             }
@@ -444,7 +455,11 @@ impl Writer {
                 let code = code.split_whitespace().collect::<Vec<_>>().join(" ");
                 if !code.is_empty() {
                     let f = fence_for(&code);
-                    let pad = if code.starts_with('`') || code.ends_with('`') { " " } else { "" };
+                    let pad = if code.starts_with('`') || code.ends_with('`') {
+                        " "
+                    } else {
+                        ""
+                    };
                     self.inline(&format!("{f}{pad}{code}{pad}{f}"));
                 }
             }
@@ -490,7 +505,10 @@ impl Writer {
                 }
             }
             "img" => {
-                let alt = attr(attrs, "alt").split_whitespace().collect::<Vec<_>>().join(" ");
+                let alt = attr(attrs, "alt")
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 if alt.is_empty() {
                     self.inline("[image]");
                 } else {
@@ -498,7 +516,10 @@ impl Writer {
                 }
             }
             "file" => {
-                let name = attr(attrs, "name").split_whitespace().collect::<Vec<_>>().join(" ");
+                let name = attr(attrs, "name")
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 self.newlines(1);
                 self.inline(&format!("[file: {name}]"));
                 self.newlines(1);
@@ -515,13 +536,7 @@ impl Writer {
 
     /// A list: one item per line with its marker; an item's further lines (nested lists, more paragraphs)
     /// indented under its text, blank lines inside items dropped.
-    fn list(
-        &mut self,
-        ordered: bool,
-        attrs: &Attrs,
-        kids: &[Value],
-        depth: usize,
-    ) -> String {
+    fn list(&mut self, ordered: bool, attrs: &Attrs, kids: &[Value], depth: usize) -> String {
         let mut n: i64 = attr(attrs, "s").parse().unwrap_or(1);
         let mut lines: Vec<String> = Vec::new();
         for k in kids {
@@ -544,7 +559,11 @@ impl Writer {
                 lines.extend(body_lines.iter().map(|l| (*l).to_owned()));
                 continue;
             }
-            let marker = if ordered { format!("{n}. ") } else { "- ".to_owned() };
+            let marker = if ordered {
+                format!("{n}. ")
+            } else {
+                "- ".to_owned()
+            };
             n += 1;
             let indent = " ".repeat(marker.len());
             for (i, l) in body_lines.iter().enumerate() {
@@ -626,13 +645,26 @@ mod tests {
     #[test]
     fn paragraphs_blocks_and_whitespace() {
         assert_eq!(
-            r(json!(["b", ["p", "  Hello\n  world "], ["p", "Second ", ["code", "x"], "."]])),
+            r(json!([
+                "b",
+                ["p", "  Hello\n  world "],
+                ["p", "Second ", ["code", "x"], "."]
+            ])),
             "Hello world\n\nSecond `x`."
         );
-        assert_eq!(r(json!(["b", ["ws", "line 1\n  line 2"]])), "line 1\n  line 2");
+        assert_eq!(
+            r(json!(["b", ["ws", "line 1\n  line 2"]])),
+            "line 1\n  line 2"
+        );
         assert_eq!(r(json!(["b", "a", ["br"], "b"])), "a\nb");
-        assert_eq!(r(json!(["b", ["h", {"l": "2"}, "Title"], ["p", "x"]])), "## Title\n\nx");
-        assert_eq!(r(json!(["b", ["q", ["p", "quoted"], ["p", "two"]]])), "> quoted\n>\n> two");
+        assert_eq!(
+            r(json!(["b", ["h", {"l": "2"}, "Title"], ["p", "x"]])),
+            "## Title\n\nx"
+        );
+        assert_eq!(
+            r(json!(["b", ["q", ["p", "quoted"], ["p", "two"]]])),
+            "> quoted\n>\n> two"
+        );
     }
 
     /// Each construct as the content script reduces real markup to the tree (see `content.js` `docOf`), and the
@@ -647,14 +679,34 @@ mod tests {
         let cases: Vec<(&str, serde_json::Value, &str)> = vec![
             (
                 "table",
-                json!(["b", ["table", ["tr", ["th", "Name"], ["th", "Role"], ["th", "Language"]],
-                    ["tr", ["td", "Alice"], ["td", "Developer"], ["td", ["code", "Python"]]],
-                    ["tr", ["td", "Bob"], ["td", ["p", "Ops"], ["p", "and on-call"]], ["td", "a|b"]]]]),
+                json!([
+                    "b",
+                    [
+                        "table",
+                        ["tr", ["th", "Name"], ["th", "Role"], ["th", "Language"]],
+                        [
+                            "tr",
+                            ["td", "Alice"],
+                            ["td", "Developer"],
+                            ["td", ["code", "Python"]]
+                        ],
+                        [
+                            "tr",
+                            ["td", "Bob"],
+                            ["td", ["p", "Ops"], ["p", "and on-call"]],
+                            ["td", "a|b"]
+                        ]
+                    ]
+                ]),
                 "| Name | Role | Language |\n| --- | --- | --- |\n| Alice | Developer | `Python` |\n| Bob | Ops and on-call | a\\|b |",
             ),
             (
                 "ragged table",
-                json!(["table", ["tr", ["td", "only"]], ["tr", ["td", "x"], ["td", "y"]]]),
+                json!([
+                    "table",
+                    ["tr", ["td", "only"]],
+                    ["tr", ["td", "x"], ["td", "y"]]
+                ]),
                 "| only |  |\n| --- | --- |\n| x | y |",
             ),
             (
@@ -692,7 +744,12 @@ mod tests {
             ),
             (
                 "reasoning apart from the answer, label first",
-                json!(["b", ["lbl", " Assistant A  gpt-x "], ["think", ["b", ["p", "Let me think."]]], ["p", ["b", "The answer."]]]),
+                json!([
+                    "b",
+                    ["lbl", " Assistant A  gpt-x "],
+                    ["think", ["b", ["p", "Let me think."]]],
+                    ["p", ["b", "The answer."]]
+                ]),
                 "[Assistant A gpt-x]\n\n[reasoning]\nLet me think.\n[/reasoning]\n\nThe answer.",
             ),
             (
@@ -713,7 +770,10 @@ mod tests {
 
     #[test]
     fn unknown_tags_and_bad_nodes_keep_their_text() {
-        assert_eq!(r(json!(["zz", "kept", 5, null, ["b", "more"]])), "kept\nmore");
+        assert_eq!(
+            r(json!(["zz", "kept", 5, null, ["b", "more"]])),
+            "kept\nmore"
+        );
         assert_eq!(render_json("not json"), None);
         let mut deep = json!("bottom");
         for _ in 0..90 {
@@ -723,8 +783,15 @@ mod tests {
         for _ in 0..20 {
             deep = json!(["b", deep]);
         }
-        assert_eq!(render_json(&deep.to_string()), None, "deeper than the limit is refused");
-        assert_eq!(render_json(r#"["p","a\u00e9\ud83d\ude00\n"]"#).as_deref(), Some("aé😀\n\n"));
+        assert_eq!(
+            render_json(&deep.to_string()),
+            None,
+            "deeper than the limit is refused"
+        );
+        assert_eq!(
+            render_json(r#"["p","a\u00e9\ud83d\ude00\n"]"#).as_deref(),
+            Some("aé😀\n\n")
+        );
         assert_eq!(render_json(r#"["b","x"] trailing"#), None);
     }
 }
