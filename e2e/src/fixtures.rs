@@ -111,7 +111,13 @@ pub fn cases(surface_dir: &str) -> Result<Vec<Case>> {
 
 fn load(dir: &Path, surface_dir: &str) -> Result<Case> {
     let path = dir.join("expected.json");
-    let text = std::fs::read_to_string(&path)?;
+    // `{today}`: the UTC date, for surfaces whose conversation is the day (Pi's single running thread).
+    let today = personkit_shared::time::day(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+    );
+    let text = std::fs::read_to_string(&path)?.replace("{today}", &today);
     let expected: Expected =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     let name = format!(

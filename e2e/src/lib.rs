@@ -41,6 +41,23 @@ pub const SITE_HOSTS: &[&str] = &[
     "gemini.google.com",
     "copilot.microsoft.com",
     "www.copilot.com",
+    "grok.com",
+    "www.meta.ai",
+    "www.perplexity.ai",
+    "chat.mistral.ai",
+    "huggingface.co",
+    "poe.com",
+    "pi.ai",
+    "lmarena.ai",
+    "www.kimi.com",
+    "chat.deepseek.com",
+    "chat.qwen.ai",
+    "www.doubao.com",
+    "chatglm.cn",
+    "yiyan.baidu.com",
+    "www.wanzhi.com",
+    "hailuoai.com",
+    "chat.sensetime.com",
 ];
 
 /// The workspace root (parent of this crate).

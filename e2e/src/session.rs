@@ -125,6 +125,13 @@ impl Session {
         self.set_checkbox(&sel, on)
     }
 
+    /// Turns the popup's "Experimental surfaces" flag on or off.
+    pub fn set_experimental(&self, on: bool) -> Result<()> {
+        self.popup.reload()?;
+        self.wait_popup_rendered()?;
+        self.set_checkbox("#experimental", on)
+    }
+
     /// Turns the master kill switch on (capture paused) or off.
     pub fn set_kill_switch(&self, paused: bool) -> Result<()> {
         self.popup.reload()?;
@@ -188,7 +195,9 @@ impl Session {
     }
 
     pub fn serve_case(&self, case: &Case) {
-        self.server.route(&case.expected.path, case.page());
+        // The server routes by path; a case's path may carry a query (a site that keeps the id there).
+        let path = case.expected.path.split('?').next().unwrap_or("/");
+        self.server.route(path, case.page());
         for p in &case.expected.extra_paths {
             self.server.route(p, case.page());
         }

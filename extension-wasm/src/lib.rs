@@ -35,6 +35,11 @@ pub fn set_patterns(input: &str) -> Result<String, JsError> {
 }
 
 #[wasm_bindgen]
+pub fn probe(input: &str) -> Result<String, JsError> {
+    api::probe(input).map_err(js)
+}
+
+#[wasm_bindgen]
 pub fn capture(input: &str) -> Result<String, JsError> {
     api::capture(input).map_err(js)
 }

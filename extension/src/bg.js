@@ -240,6 +240,22 @@ async function captureTurns(sender, msg) {
   return { queued: out.queued, already_seen: out.already_seen, near_full: out.near_full, state: out.state };
 }
 
+/** A content script's report of its last read (turns found or not): the core decides whether the surface's adapter
+ * has gone stale (`adapter_stale`). */
+async function probePage(sender, msg) {
+  const out = await exclusive(async () => {
+    const { skipped, ...page } = pageInput(sender, msg);
+    void skipped;
+    const r = json(core.probe, { ...page, stats: S.stats, probe: msg.probe, fast: S.fast });
+    if (r.changed) {
+      S.stats = r.stats;
+      await persist(['stats']);
+    }
+    return r;
+  });
+  return { reason: out.reason || null };
+}
+
 async function toggleSkip(sender, msg) {
   return exclusive(async () => {
     const r = json(core.toggleSkip, pageInput(sender, msg));
@@ -583,6 +599,8 @@ async function handle(raw, sender) {
       return hello(sender, msg);
     case M.MSG.CAPTURE:
       return captureTurns(sender, msg);
+    case M.MSG.PROBE:
+      return probePage(sender, msg);
     case M.MSG.TOGGLE_SKIP:
       return toggleSkip(sender, msg);
     case M.MSG.POPUP_STATE:

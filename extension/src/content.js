@@ -37,6 +37,20 @@
   let staleRoots = new WeakMap(); // root -> its text when the URL changed (previous conversation's nodes)
   let positions = new WeakMap(); // root -> its position in the thread (ordinal source "position")
   let lastOffset = null; // position of the first root at the last numbering; null before any in this conversation
+  let shownIds = new Map(); // stable id -> text of every complete turn this conversation has shown
+  let health = null; // 'adapter_stale' when the core says this surface's pages are no longer read
+  let rule = null; // rank of the message_roots rule that matched at the last read
+  let lastProbe = '';
+  let lastProbeAt = 0;
+  const PROBE_EVERY_MS = 20000;
+  const TEXT_PRESENT_CHARS = 200;
+
+  /** Turns of this conversation captured (taken by the worker) with the text they show now. */
+  function capturedCount() {
+    let n = 0;
+    for (const [id, text] of shownIds) if (sentText.get(id) === text) n++;
+    return n;
+  }
 
   function send(msg) {
     return chrome.runtime.sendMessage(msg).catch(() => null);
@@ -82,7 +96,15 @@
     }
     if (!badgeHost.isConnected) document.documentElement.appendChild(badgeHost);
     if (badgeHost.getAttribute('data-state') !== state) badgeHost.setAttribute('data-state', state);
-    const text = state === 'capturing' ? 'PK' : state === 'skipped' ? 'PK skipped' : state === 'paused' ? 'PK paused' : 'PK off';
+    const counts = shownIds.size > 0 ? ` ${capturedCount()}/${shownIds.size}` : '';
+    const warn = health === 'adapter_stale' ? ' ! no turns read' : '';
+    const text =
+      state === 'capturing' ? `PK${counts}${warn}` : state === 'skipped' ? 'PK skipped' : state === 'paused' ? 'PK paused' : 'PK off';
+    badgeHost.setAttribute('data-captured', String(capturedCount()));
+    badgeHost.setAttribute('data-shown', String(shownIds.size));
+    if (health) badgeHost.setAttribute('data-health', health);
+    else badgeHost.removeAttribute('data-health');
+    if (rule !== null) badgeHost.setAttribute('data-rule', `message_roots[${rule}]`);
     if (badgeLabel.textContent !== text) badgeLabel.textContent = text;
     if (badgeHost.title !== LABELS[state]) badgeHost.title = LABELS[state];
   }
@@ -135,13 +157,49 @@
   }
 
   function messageRoots() {
-    for (const sel of adapter.message_roots) {
+    rule = null;
+    for (const [rank, sel] of adapter.message_roots.entries()) {
       const els = safeAll(document, sel);
       if (els.length === 0) continue;
+      rule = rank;
       // Drop roots nested inside another root of the same selector.
       return els.filter((el) => !(el.parentElement && safeClosest(el.parentElement, sel)));
     }
     return [];
+  }
+
+  /** Whether the page shows conversation text: the surface's content area holds more than a few words. */
+  function textPresent() {
+    for (const sel of adapter.content_area || ['main']) {
+      const el = safeOne(document, sel);
+      if (!el) continue;
+      const t = (el.innerText || el.textContent || '').replace(/\s+/g, ' ').trim();
+      return t.length >= TEXT_PRESENT_CHARS;
+    }
+    return false;
+  }
+
+  /** Tells the worker what the last read found (also when it found nothing), at most every 20 s unless it
+   * changed; the core decides whether the surface's adapter has gone stale. */
+  async function sendProbe(read) {
+    const probe = {
+      text_present: textPresent(),
+      roots: read.roots,
+      users: read.users,
+      assistants: read.assistants,
+      rank: rule,
+    };
+    const key = JSON.stringify(probe);
+    const now = Date.now();
+    if (key === lastProbe && now - lastProbeAt < PROBE_EVERY_MS) return;
+    lastProbe = key;
+    lastProbeAt = now;
+    const r = await send(M.make.probe(location.href, probe));
+    const h = r && !r.error && typeof r.reason === 'string' ? r.reason : null;
+    if (h !== health) {
+      health = h;
+      ensureBadge();
+    }
   }
 
   function roleOf(el) {
@@ -170,12 +228,15 @@
 
   // HTML's own layout; a site's custom block elements come from its registry entry (`block_elements`).
   const HTML_BLOCK = [
-    'DIV', 'LI', 'DD', 'DT', 'TR', 'SECTION', 'ARTICLE', 'HEADER', 'FOOTER', 'ASIDE', 'NAV', 'FIGURE', 'FIGCAPTION',
-    'DETAILS', 'SUMMARY', 'MAIN', 'FORM', 'FIELDSET', 'ADDRESS', 'CAPTION',
+    'DIV', 'DD', 'DT', 'SECTION', 'ARTICLE', 'HEADER', 'FOOTER', 'ASIDE', 'NAV', 'FIGURE', 'FIGCAPTION',
+    'DETAILS', 'SUMMARY', 'MAIN', 'FORM', 'FIELDSET', 'ADDRESS', 'CAPTION', 'DL',
   ];
   let BLOCK = new Set(HTML_BLOCK);
-  const PARA = new Set(['P', 'H1', 'H2', 'H3', 'H4', 'H5', 'H6', 'PRE', 'BLOCKQUOTE', 'UL', 'OL', 'DL', 'TABLE', 'HR']);
   const SKIP = new Set(['SCRIPT', 'STYLE', 'TEMPLATE', 'NOSCRIPT', 'svg', 'SVG', 'BUTTON', 'TEXTAREA', 'INPUT', 'SELECT']);
+  const HEADING = { H1: 1, H2: 2, H3: 3, H4: 4, H5: 5, H6: 6 };
+  const TABLE_PART = new Set(['THEAD', 'TBODY', 'TFOOT', 'COLGROUP']);
+  const MAX_DOC_DEPTH = 80;
+  let render = {}; // the registry's shared rendering rules (maths, code languages, citation URLs)
 
   function isPreformatted(el) {
     if (el.tagName === 'PRE') return true;
@@ -189,44 +250,190 @@
     }
   }
 
-  /** Rendered text of `node`: block elements on their own lines, paragraphs/lists/pre/tables apart by a blank
-   * line, whitespace collapsed outside preformatted elements, strip-selector nodes left out. */
-  function textOf(node, strip) {
+  const anyMatch = (el, sels) => (sels || []).some((s) => safeMatches(el, s));
+
+  /** The text under `el` as written (code blocks, formulas without a source), leaving out what `strip` names. */
+  function rawText(el, strip) {
     let out = '';
-    const ensureNewlines = (n) => {
-      if (!out) return;
-      const have = out.length - out.replace(/\n+$/, '').length;
-      if (have < n) out += '\n'.repeat(n - have);
-    };
-    const walk = (n, pre) => {
+    const walk = (n) => {
       if (n.nodeType === Node.TEXT_NODE) {
-        let t = n.data;
-        if (!pre) {
-          t = t.replace(/[ \t\n\r\f]+/g, ' ');
-          if (out === '' || out.endsWith('\n') || out.endsWith(' ')) t = t.replace(/^ /, '');
-        }
-        out += t;
+        out += n.data;
         return;
       }
       if (n.nodeType !== Node.ELEMENT_NODE) return;
-      const el = n;
-      if (SKIP.has(el.tagName) || el.hidden) return;
-      if (strip.some((s) => safeMatches(el, s))) return;
-      if (el.tagName === 'BR') {
-        out += '\n';
-        return;
-      }
-      const isPre = pre || isPreformatted(el);
-      const para = PARA.has(el.tagName);
-      const block = BLOCK.has(el.tagName);
-      if (para) ensureNewlines(2);
-      else if (block) ensureNewlines(1);
-      for (const c of el.childNodes) walk(c, isPre);
-      if (para) ensureNewlines(2);
-      else if (block) ensureNewlines(1);
+      if (SKIP.has(n.tagName) || n.hidden || strip.some((s) => safeMatches(n, s))) return;
+      if (n.tagName === 'BR') out += '\n';
+      for (const c of n.childNodes) walk(c);
     };
-    walk(node, isPreformatted(node));
+    walk(el);
     return out;
+  }
+
+  /** One formula: its TeX source when the page carries it (an annotation, a data attribute), else its text. */
+  function mathNode(el) {
+    const attrs = {};
+    let tex = '';
+    for (const a of render.tex_attributes || []) {
+      const holder = el.hasAttribute(a) ? el : safeOne(el, `[${a}]`);
+      if (holder && holder.getAttribute(a)) {
+        tex = holder.getAttribute(a);
+        break;
+      }
+    }
+    if (!tex) {
+      for (const sel of render.tex_sources || []) {
+        const src = safeOne(el, sel);
+        if (src && src.textContent.trim()) {
+          tex = src.textContent;
+          break;
+        }
+      }
+    }
+    if (anyMatch(el, render.display_math) || (render.display_math || []).some((s) => !!safeOne(el, s))) attrs.d = '1';
+    if (tex) {
+      attrs.tex = tex.trim();
+      return ['m', attrs];
+    }
+    // No source: the MathML's text if there is some (the picture beside it is aria-hidden), else what shows.
+    const mathml = el.tagName.toLowerCase() === 'math' ? el : safeOne(el, 'math');
+    return ['m', attrs, (mathml || el).textContent];
+  }
+
+  function codeLanguage(pre) {
+    const code = safeOne(pre, 'code') || pre;
+    for (const el of [code, pre]) {
+      for (const a of render.code_language_attributes || []) if (el.getAttribute(a)) return el.getAttribute(a);
+    }
+    let re = null;
+    try {
+      re = render.code_language_class ? new RegExp(render.code_language_class) : null;
+    } catch {
+      re = null;
+    }
+    if (re) {
+      for (const el of [code, pre]) {
+        for (const c of el.classList) {
+          const m = re.exec(c);
+          if (m) return m[1];
+        }
+      }
+    }
+    return '';
+  }
+
+  function urlOf(el) {
+    for (const a of render.citation_url_attributes || []) {
+      const holder = el.hasAttribute(a) ? el : safeOne(el, `[${a}]`);
+      if (!holder) continue;
+      const v = a === 'href' && holder.href ? String(holder.href) : holder.getAttribute(a);
+      if (v && /^https?:\/\//.test(v)) return v;
+    }
+    return '';
+  }
+
+  function fileName(el) {
+    for (const a of render.attachment_name_attributes || []) {
+      const holder = el.hasAttribute(a) ? el : safeOne(el, `[${a}]`);
+      if (holder && holder.getAttribute(a)) return holder.getAttribute(a);
+    }
+    return el.textContent.replace(/\s+/g, ' ').trim();
+  }
+
+  /** The render tree of `node` (the core's vocabulary, see shared/src/capture/render.rs): the page's structure
+   * without its styling, strip-selector nodes left out; the core turns it into text. */
+  function docOf(node, strip) {
+    const walk = (n, depth) => {
+      if (n.nodeType === Node.TEXT_NODE) return [n.data];
+      if (n.nodeType !== Node.ELEMENT_NODE) return [];
+      const el = n;
+      if (SKIP.has(el.tagName) || el.hidden) return [];
+      if (strip.some((s) => safeMatches(el, s))) return [];
+      if (depth > MAX_DOC_DEPTH) return [el.textContent];
+      const kids = () => {
+        const out = [];
+        for (const c of el.childNodes) {
+          for (const k of walk(c, depth + 1)) {
+            if (typeof k === 'string' && typeof out[out.length - 1] === 'string') out[out.length - 1] += k;
+            else out.push(k);
+          }
+        }
+        return out;
+      };
+      const tag = el.tagName;
+      if (anyMatch(el, adapter.citation_selectors)) {
+        const href = urlOf(el);
+        return href ? [['cite', { href }]] : [];
+      }
+      if (anyMatch(el, adapter.attachment_selectors)) return [['file', { name: fileName(el) }]];
+      if (anyMatch(el, render.math_containers)) return [mathNode(el)];
+      if (tag === 'IMG') {
+        const alt = el.getAttribute('alt') || el.getAttribute('aria-label') || el.getAttribute('title') || '';
+        return [['img', { alt }]];
+      }
+      if (tag === 'BR') return [['br']];
+      if (tag === 'HR') return [['hr']];
+      if (tag === 'PRE') {
+        const lang = codeLanguage(el);
+        return [lang ? ['pre', { lang }, rawText(el, strip)] : ['pre', rawText(el, strip)]];
+      }
+      if (tag === 'CODE') return [['code', rawText(el, strip)]];
+      if (tag === 'TABLE') return [['table', ...kids()]];
+      if (TABLE_PART.has(tag)) return kids();
+      if (tag === 'TR') return [['tr', ...kids()]];
+      if (tag === 'TD' || tag === 'TH') return [[tag.toLowerCase(), ...kids()]];
+      if (tag === 'UL') return [['ul', ...kids()]];
+      if (tag === 'OL') return [['ol', { s: el.getAttribute('start') || '1' }, ...kids()]];
+      // Block-level elements styled to keep their whitespace (a user's message in a `p.whitespace-pre-wrap`).
+      const body = () => (isPreformatted(el) ? [['ws', ...kids()]] : kids());
+      if (tag === 'LI') return [['li', ...body()]];
+      if (tag === 'P') return [['p', ...body()]];
+      if (HEADING[tag]) return [['h', { l: String(HEADING[tag]) }, ...kids()]];
+      if (tag === 'BLOCKQUOTE') return [['q', ...body()]];
+      if (tag === 'A' && el.getAttribute('href')) return [['a', { href: String(el.href || '') }, ...kids()]];
+      if (isPreformatted(el)) return [['ws', ...kids()]];
+      if (BLOCK.has(tag)) return [['b', ...kids()]];
+      return kids();
+    };
+    return ['b', ...walk(node, 0)];
+  }
+
+  /** Whether a tree shows anything: text that is not only whitespace, or a placeholder (image, file, formula). */
+  function hasContent(tree) {
+    if (typeof tree === 'string') return tree.trim() !== '';
+    if (!Array.isArray(tree)) return false;
+    if (['img', 'file', 'm', 'cite'].includes(tree[0])) return true;
+    return tree.slice(1).some(hasContent);
+  }
+
+  /** A turn's tree: who answered (label), its reasoning panel, its body, the artifacts it made. */
+  function turnDoc(el, role, strip) {
+    const extra = [
+      ...(adapter.label_selectors || []),
+      ...(adapter.reasoning_selectors || []),
+      ...(adapter.artifact_selectors || []),
+    ];
+    const inner = [...strip, ...extra];
+    const parts = [];
+    const found = (sels) => {
+      const out = [];
+      for (const sel of sels || []) {
+        if (safeMatches(el, sel)) continue;
+        for (const n of safeAll(el, sel)) if (!out.some((o) => o.contains(n))) out.push(n);
+      }
+      return out;
+    };
+    // Labels are ranked: the first selector that finds one names the turn (its text without stripped chrome).
+    for (const sel of adapter.label_selectors || []) {
+      const n = safeMatches(el, sel) ? null : safeOne(el, sel);
+      if (n) {
+        parts.push(['lbl', rawText(n, strip)]);
+        break;
+      }
+    }
+    for (const n of found(adapter.reasoning_selectors)) parts.push(['think', docOf(n, strip)]);
+    for (const n of textRoots(el, role)) parts.push(['p', docOf(n, inner)]);
+    for (const n of found(adapter.artifact_selectors)) parts.push(['p', docOf(n, strip)]);
+    return ['b', ...parts];
   }
 
   function keyOf(el, role) {
@@ -293,11 +500,14 @@
     const strip = adapter.strip_selectors || [];
     let lastAssistant = -1;
     const read = [];
+    const counts = { roots: roots.length, users: 0, assistants: 0 };
     for (const el of roots) {
       // A node still showing what it showed under the previous URL belongs to the previous conversation.
-      if (staleRoots.has(el) && staleRoots.get(el) === textRoots(el, roleOf(el)).map((n) => textOf(n, strip)).join('\n\n')) continue;
+      if (staleRoots.has(el) && staleRoots.get(el) === JSON.stringify(turnDoc(el, roleOf(el), strip))) continue;
       const role = roleOf(el);
       if (!role) continue;
+      if (role === 'user') counts.users++;
+      else counts.assistants++;
       const streamingHere = live.some((m) => el.contains(m) || m.contains(el));
       read.push({ el, role, streamingHere });
       if (role === 'assistant') lastAssistant = read.length - 1;
@@ -307,27 +517,29 @@
     read.forEach((r, i) => {
       // While anything streams, the newest assistant turn is not final yet.
       if (r.streamingHere || (live.length > 0 && i === lastAssistant)) return;
-      const text = textRoots(r.el, r.role)
-        .map((n) => textOf(n, strip))
-        .join('\n\n');
+      const tree = turnDoc(r.el, r.role, strip);
+      const text = JSON.stringify(tree);
       lastRead.set(r.el, text);
-      if (!text.trim()) return;
+      if (!hasContent(tree)) return;
       const key = keyOf(r.el, r.role);
       const id = key || `${r.role}\u001e${text}`;
+      shownIds.set(id, text);
+      if (shownIds.size > 5000) shownIds = new Map();
       if (sentText.get(id) === text) return;
       const ordinal = byPosition ? byPosition[i] : ordinalOf(r.el);
-      turns.push({ role: r.role, text, message_key: key, ordinal_raw: ordinal, id });
+      turns.push({ role: r.role, doc: text, message_key: key, ordinal_raw: ordinal, id, text });
     });
-    return { turns, streaming: live.length > 0 };
+    return { turns, streaming: live.length > 0, counts };
   }
 
   async function settle() {
     timer = null;
     if (!adapter || state !== 'capturing' || !conversationId) return;
     const url = location.href;
-    const { turns, streaming } = snapshot();
+    const { turns, streaming, counts } = snapshot();
+    sendProbe(counts);
     if (turns.length > 0) {
-      const r = await send(M.make.capture(url, document.title, turns.map(({ id, ...t }) => t)));
+      const r = await send(M.make.capture(url, document.title, turns.map(({ id, text, ...t }) => t)));
       // The browser's record of this frame does not show `url` yet (a same-document navigation in flight): the
       // worker refused the turns; read them again shortly.
       if (r && r.stale) {
@@ -338,6 +550,7 @@
       if (r && !r.error && r.state === 'capturing' && location.href === url) {
         for (const t of turns) sentText.set(t.id, t.text);
         if (sentText.size > 5000) sentText = new Map();
+        ensureBadge();
         if (typeof r.state === 'string' && r.state !== state) {
           state = r.state;
           ensureBadge();
@@ -374,6 +587,7 @@
     }
     staleHellos = 0;
     adapter = r.surface || null;
+    render = (r.surface && r.render) || {};
     conversationId = r.conversation_id || null;
     BLOCK = new Set([...HTML_BLOCK, ...((adapter && adapter.block_elements) || []).map((t) => String(t).toUpperCase())]);
     const was = state;
@@ -393,6 +607,8 @@
     for (const [el, text] of lastRead) staleRoots.set(el, text);
     lastRead = new Map();
     sentText = new Map();
+    shownIds = new Map();
+    lastProbe = '';
     if (timer) clearTimeout(timer);
     timer = null;
     hello();
@@ -409,6 +625,8 @@
 
   setInterval(() => {
     if (location.href !== lastUrl) onNavigate();
+    // A page that stopped changing is still read now and then, so a stale adapter shows without new mutations.
+    else if (adapter && state === 'capturing' && conversationId && !timer && Date.now() - lastProbeAt > PROBE_EVERY_MS) schedule();
   }, URL_POLL_MS);
   window.addEventListener('popstate', () => {
     if (location.href !== lastUrl) onNavigate();

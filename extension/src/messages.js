@@ -13,6 +13,7 @@
     // content script → worker
     HELLO: 'hello',
     CAPTURE: 'capture',
+    PROBE: 'probe',
     TOGGLE_SKIP: 'toggleSkip',
     // worker → content script
     REFRESH: 'refresh',
@@ -47,6 +48,7 @@
       from: 'content',
       fields: { url: isString(MAX_URL), title: optional((v) => typeof v === 'string'), turns: Array.isArray },
     },
+    [MSG.PROBE]: { from: 'content', fields: { url: isString(MAX_URL), probe: isObject } },
     [MSG.TOGGLE_SKIP]: { from: 'content', fields: { url: isString(MAX_URL) } },
     [MSG.REFRESH]: { from: 'worker', fields: {} },
     [MSG.POPUP_STATE]: { from: 'popup', fields: {} },
@@ -101,6 +103,7 @@
   const make = Object.freeze({
     hello: (url) => ({ type: MSG.HELLO, url }),
     capture: (url, title, turns) => ({ type: MSG.CAPTURE, url, title, turns }),
+    probe: (url, probe) => ({ type: MSG.PROBE, url, probe }),
     toggleSkip: (url) => ({ type: MSG.TOGGLE_SKIP, url }),
     refresh: () => ({ type: MSG.REFRESH }),
     popupState: () => ({ type: MSG.POPUP_STATE }),

@@ -184,7 +184,10 @@ function renderSurfaces(s) {
     syncCheckbox(li.querySelector('input[data-surface]'), `enabled:${surf.id}`, s.settings);
     const dot = li.querySelector('[data-health]');
     dot.setAttribute('data-status', surf.light);
-    dot.title = `${surf.light}: ${surf.accepted} delivered from this browser`;
+    if (surf.reason) dot.setAttribute('data-reason', surf.reason);
+    else dot.removeAttribute('data-reason');
+    const why = surf.reason === 'adapter_stale' ? ' — pages show a conversation but no turns are read (the site may have changed)' : '';
+    dot.title = `${surf.light}: ${surf.accepted} delivered from this browser${why}${surf.rule ? ` (rule ${surf.rule})` : ''}`;
   }
 }
 

@@ -163,6 +163,8 @@ struct PageState<'a> {
     stale: bool,
     /// The registry entry, verbatim (the content script reads its selectors).
     surface: Option<&'a RawValue>,
+    /// The rendering rules every surface shares, verbatim (with `surface` only).
+    render: Option<&'a RawValue>,
     conversation_id: Option<String>,
     thread_id: Option<String>,
     state: CaptureState,
@@ -185,6 +187,7 @@ fn page<'r>(
             PageState {
                 stale: true,
                 surface: None,
+                render: None,
                 conversation_id: None,
                 thread_id: None,
                 state: CaptureState::Off,
@@ -199,11 +202,13 @@ fn page<'r>(
         .map(|(s, c)| crate::ids::thread_id(&s.id, c).hyphenated().to_string());
     let state = policy::capture_state(&i.settings, surface, thread_id.as_deref(), &i.skipped);
     let raw = surface.and_then(|s| serde_json::from_str::<&RawValue>(&s.raw).ok());
+    let render = raw.and_then(|_| serde_json::from_str::<&RawValue>(registry.render_rules()).ok());
     (
         surface,
         PageState {
             stale: false,
             surface: raw,
+            render,
             conversation_id,
             thread_id,
             state,
@@ -217,6 +222,71 @@ fn page<'r>(
 pub fn page_state(input: &str) -> Result<String> {
     let i: PageInput = parse(input)?;
     to_json(&page(Registry::builtin(), &i).1)
+}
+
+/// A content script's report of its last read of a page (see [`policy::Probe`]).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProbeInput {
+    url: String,
+    #[serde(default)]
+    tab_url: Option<String>,
+    #[serde(default)]
+    claimed_url: Option<String>,
+    now_ms: u64,
+    #[serde(default)]
+    settings: Settings,
+    #[serde(default)]
+    stats: Stats,
+    probe: policy::Probe,
+    #[serde(default)]
+    fast: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct ProbeOutput {
+    stats: Stats,
+    /// `stats` changed: persist it.
+    changed: bool,
+    /// `adapter_stale` when the surface's pages have failed its adapter for long enough to show (yellow or red).
+    reason: Option<&'static str>,
+}
+
+/// `{url, tab_url, claimed_url, now_ms, settings, stats, probe: {text_present, roots, users, assistants, rank},
+/// fast}` → `{stats, changed, reason}`. Only a page that names a conversation of a surface the user captures
+/// counts; a read that finds conversation text but no turns (or one role only) starts the surface's stale period,
+/// a read with turns ends it.
+pub fn probe(input: &str) -> Result<String> {
+    let mut i: ProbeInput = parse(input)?;
+    let registry = Registry::builtin();
+    let day = crate::time::day(millis(i.now_ms));
+    let surface = policy::vouched_url(
+        registry,
+        &day,
+        &i.url,
+        i.tab_url.as_deref(),
+        i.claimed_url.as_deref(),
+    )
+    .and_then(|url| registry.match_url(url, &day))
+    .filter(|m| m.conversation_id.is_some())
+    .filter(|m| {
+        policy::capture_state(&i.settings, Some(m.surface), None, &SkipList::default())
+            != CaptureState::Off
+    })
+    .map(|m| m.surface.id.clone());
+    let changed = surface
+        .as_deref()
+        .is_some_and(|s| i.stats.on_probe(s, &i.probe, i.now_ms));
+    let reason = surface
+        .as_deref()
+        .and_then(|s| i.stats.get(s))
+        .and_then(|st| health::stale_light(st.stale_since_ms, i.now_ms, i.fast))
+        .map(|_| health::ADAPTER_STALE);
+    to_json(&ProbeOutput {
+        stats: i.stats,
+        changed,
+        reason,
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -572,8 +642,18 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
     let mut keys = Vec::new();
     let mut in_snapshot: Vec<String> = Vec::new();
     for turn in turns {
+        let rendered = match turn.doc.as_deref() {
+            Some(doc) => match crate::capture::render::render_json(doc) {
+                Some(text) => text,
+                None => {
+                    out.dropped_invalid += 1;
+                    continue;
+                }
+            },
+            None => turn.text.clone(),
+        };
         let text = red.redact(&normalize(
-            &registry.strip_lines(&surface, &normalize(&turn.text)),
+            &registry.strip_lines(&surface, &normalize(&rendered)),
         ));
         if text.trim().is_empty() {
             out.dropped_empty += 1;
@@ -960,6 +1040,7 @@ pub fn popup_state(input: &str) -> Result<String> {
             &i.stats,
             relay.as_ref(),
             i.now_ms,
+            i.fast,
         ),
         patterns: i.patterns,
         settings: i.settings,
@@ -1245,6 +1326,87 @@ mod tests {
             .to_owned();
         assert!(body.contains("https://chatgpt.com/c/mine\""), "{body}");
         assert!(!body.contains("/c/before"), "{body}");
+    }
+
+    /// A redesigned site: the conversation's text is on screen but the adapter reads no turn (or one role only);
+    /// after a while the surface's light turns yellow, then red, with the reason `adapter_stale`; a good read
+    /// clears it. Pages without a conversation, or of a surface the user does not capture, count for nothing.
+    #[test]
+    fn a_page_the_adapter_cannot_read_turns_the_surface_stale() {
+        let url = "https://grok.com/c/abc123";
+        let on = json!({"enabled": {"browser-ext:grok": true}});
+        let probe = |stats: &Value, now: u64, p: Value, settings: &Value, url: &str| {
+            call(
+                super::probe,
+                json!({"url": url, "now_ms": now, "settings": settings, "stats": stats, "probe": p}),
+            )
+        };
+        let broken = json!({"text_present": true, "roots": 0, "users": 0, "assistants": 0});
+        let one_role =
+            json!({"text_present": true, "roots": 4, "users": 4, "assistants": 0, "rank": 1});
+        let good =
+            json!({"text_present": true, "roots": 4, "users": 2, "assistants": 2, "rank": 0});
+        let nothing_shown = json!({"text_present": false, "roots": 0, "users": 0, "assistants": 0});
+        // Not counted: a page of no conversation, a surface that is off, a page without text.
+        for (u, settings, p) in [
+            ("https://grok.com/", &on, &broken),
+            (url, &json!({}), &broken),
+            (url, &on, &nothing_shown),
+        ] {
+            let out = probe(&json!({}), NOW, p.clone(), settings, u);
+            assert!(
+                out["stats"]["browser-ext:grok"]["staleSinceMs"].is_null(),
+                "{u} {p}"
+            );
+        }
+        let out = probe(&json!({}), NOW, broken.clone(), &on, url);
+        assert_eq!(
+            (out["changed"].as_bool(), out["reason"].as_str()),
+            (Some(true), None)
+        );
+        let stats = out["stats"].clone();
+        let minutes = |m: u64| NOW + m * 60_000;
+        let out = probe(&stats, minutes(3), one_role, &on, url);
+        assert_eq!(out["reason"], "adapter_stale");
+        assert_eq!(out["stats"]["browser-ext:grok"]["staleSinceMs"], NOW);
+        assert_eq!(
+            out["stats"]["browser-ext:grok"]["lastRule"],
+            "message_roots[1]"
+        );
+        let light_at = |stats: &Value, now: u64| {
+            let p = call(
+                popup_state,
+                json!({"now_ms": now, "settings": on, "stats": stats, "paired": true}),
+            );
+            let row = p["surfaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["id"] == "browser-ext:grok")
+                .unwrap()
+                .clone();
+            (
+                row["light"].as_str().unwrap().to_owned(),
+                row["reason"].as_str().map(str::to_owned),
+            )
+        };
+        let mut fresh = out["stats"].clone();
+        // A turn accepted a moment ago would be green; the stale adapter overrides it.
+        fresh["browser-ext:grok"]["lastAcceptedMs"] = json!(minutes(3));
+        assert_eq!(
+            light_at(&fresh, minutes(3)),
+            ("yellow".into(), Some("adapter_stale".into()))
+        );
+        assert_eq!(
+            light_at(&fresh, minutes(11)),
+            ("red".into(), Some("adapter_stale".into()))
+        );
+        let healed = probe(&fresh, minutes(12), good, &on, url);
+        assert!(healed["stats"]["browser-ext:grok"]["staleSinceMs"].is_null());
+        assert_eq!(healed["reason"], Value::Null);
+        fresh = healed["stats"].clone();
+        fresh["browser-ext:grok"]["lastAcceptedMs"] = json!(minutes(12));
+        assert_eq!(light_at(&fresh, minutes(12)), ("green".into(), None));
     }
 
     #[test]

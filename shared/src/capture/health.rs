@@ -54,6 +54,33 @@ pub fn parse_relay_health(body: &str) -> Option<CaptureHealth> {
     serde_json::from_str(body).ok()
 }
 
+/// How long a surface's pages must keep failing its adapter before its light turns yellow, then red.
+pub const STALE_YELLOW_MS: u64 = 2 * 60 * 1000;
+pub const STALE_RED_MS: u64 = 10 * 60 * 1000;
+/// The same with the test flag `testFastFlush` (see extension/TESTING.md).
+pub const FAST_STALE_YELLOW_MS: u64 = 2_000;
+pub const FAST_STALE_RED_MS: u64 = 8_000;
+
+/// The reason code of a surface whose adapter reads nothing on pages that show a conversation.
+pub const ADAPTER_STALE: &str = "adapter_stale";
+
+/// The light the adapter's own state gives (`None`: it reads pages fine, or has not failed for long).
+pub fn stale_light(stale_since_ms: Option<u64>, now_ms: u64, fast: bool) -> Option<Light> {
+    let (yellow, red) = if fast {
+        (FAST_STALE_YELLOW_MS, FAST_STALE_RED_MS)
+    } else {
+        (STALE_YELLOW_MS, STALE_RED_MS)
+    };
+    let age = now_ms.saturating_sub(stale_since_ms?);
+    if age >= red {
+        Some(Light::Red)
+    } else if age >= yellow {
+        Some(Light::Yellow)
+    } else {
+        None
+    }
+}
+
 /// One row of the popup's site list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SurfaceRow {
@@ -68,6 +95,10 @@ pub struct SurfaceRow {
     pub accepted: u64,
     /// Turns the relay stored in the last 24 hours (`None`: the relay did not say).
     pub turns_24h: Option<u64>,
+    /// Why the light is not green when the cause is known here: `adapter_stale`.
+    pub reason: Option<String>,
+    /// The message-root rule that matched at the last read (debugging).
+    pub rule: Option<String>,
 }
 
 /// The site list with each surface's light at `now_ms`: this browser's stats and the relay's view, the newer of
@@ -78,6 +109,7 @@ pub fn surface_rows(
     stats: &Stats,
     relay: Option<&CaptureHealth>,
     now_ms: u64,
+    fast: bool,
 ) -> Vec<SurfaceRow> {
     let none = SkipList::default();
     registry
@@ -97,7 +129,16 @@ pub fn surface_rows(
                 relay_accepted_ms: r.and_then(|r| at(r.last_accepted_at.as_deref())),
                 relay_error_ms: r.and_then(|r| at(r.last_error.as_ref().map(|e| e.at.as_str()))),
             });
+            let stale =
+                stale_light(local.stale_since_ms, now_ms, fast).filter(|_| light != Light::Off);
+            let light = match (light, stale) {
+                (_, Some(Light::Red)) => Light::Red,
+                (Light::Green, Some(Light::Yellow)) => Light::Yellow,
+                (l, _) => l,
+            };
             SurfaceRow {
+                reason: stale.map(|_| ADAPTER_STALE.to_owned()),
+                rule: local.last_rule.clone(),
                 id: s.id.clone(),
                 name: s.name.clone(),
                 status: s.status,
@@ -209,7 +250,14 @@ mod tests {
         };
         let mut stats = Stats::default();
         stats.on_capture("browser-ext:chatgpt", 3, 0);
-        let rows = surface_rows(Registry::builtin(), &settings, &stats, Some(&relay), now);
+        let rows = surface_rows(
+            Registry::builtin(),
+            &settings,
+            &stats,
+            Some(&relay),
+            now,
+            false,
+        );
         let row = |id: &str| rows.iter().find(|r| r.id == id).unwrap();
         assert_eq!(row("browser-ext:claude").light, Light::Green);
         assert_eq!(row("browser-ext:claude").turns_24h, Some(7));
@@ -228,7 +276,7 @@ mod tests {
         assert_eq!(row("browser-ext:copilot").light, Light::Off);
         assert!(!row("browser-ext:copilot").enabled);
         // Without the relay's view, the local one decides.
-        let rows = surface_rows(Registry::builtin(), &settings, &stats, None, now);
+        let rows = surface_rows(Registry::builtin(), &settings, &stats, None, now, false);
         assert_eq!(
             rows.iter()
                 .find(|r| r.id == "browser-ext:claude")

@@ -14,6 +14,7 @@ pub mod policy;
 pub mod queue;
 pub mod redact;
 pub mod registry;
+pub mod render;
 pub mod settings;
 
 pub use dedupe::SeenSet;

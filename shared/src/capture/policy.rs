@@ -15,6 +15,8 @@ pub const MAX_TURNS_PER_MESSAGE: usize = wire::DEFAULT_MAX_BATCH_ITEMS;
 /// Longest text of one turn as read from the page (bytes): the wire's content limit again as room for the site
 /// chrome and layout whitespace that normalisation removes. Longer text could not become a valid turn.
 pub const MAX_RAW_TEXT_BYTES: usize = 2 * wire::MAX_CONTENT_BYTES;
+/// Longest render tree (JSON text) of one turn: the tree's markup roughly doubles the text it carries.
+pub const MAX_RAW_DOC_BYTES: usize = 2 * MAX_RAW_TEXT_BYTES;
 /// Longest message key or raw ordinal attribute value (bytes): a wire field.
 pub const MAX_RAW_FIELD_BYTES: usize = wire::MAX_FIELD_BYTES;
 /// Longest page title read (bytes) before redaction; the stored title is cut to the wire's field limit after it.
@@ -122,7 +124,12 @@ impl SkipList {
 #[serde(deny_unknown_fields)]
 pub struct RawTurn {
     pub role: Role,
+    /// Plain text, used when `doc` is absent.
+    #[serde(default)]
     pub text: String,
+    /// The turn's content as the content script's render tree, JSON text (see [`crate::capture::render`]).
+    #[serde(default)]
+    pub doc: Option<String>,
     #[serde(default)]
     pub message_key: Option<String>,
     /// The raw value of the surface's ordinal attribute (or the position), if the surface has an ordinal rule.
@@ -157,6 +164,12 @@ pub fn parse_turns(json: &str) -> Result<Vec<RawTurn>, String> {
         check(i, "text", t.text.len(), MAX_RAW_TEXT_BYTES)?;
         check(
             i,
+            "doc",
+            t.doc.as_ref().map_or(0, String::len),
+            MAX_RAW_DOC_BYTES,
+        )?;
+        check(
+            i,
             "message_key",
             t.message_key.as_ref().map_or(0, String::len),
             MAX_RAW_FIELD_BYTES,
@@ -188,6 +201,38 @@ pub struct SurfaceStats {
     /// The relay's code for the last rejection.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Since when a page of this surface has looked like a conversation (its URL names one, text is shown) while
+    /// the adapter read no turns, or only one role: the site's markup may have changed (`adapter_stale`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_since_ms: Option<u64>,
+    /// Which message-root rule matched at the last read (`message_roots[<rank>]`), for debugging adapters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_rule: Option<String>,
+}
+
+/// What a content script saw on a conversation page at its last read, whether or not it found turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Probe {
+    /// The page shows conversation text (its content area holds at least a screenful of words).
+    pub text_present: bool,
+    /// Message roots found, and how many of them got a role, per role.
+    pub roots: u32,
+    pub users: u32,
+    pub assistants: u32,
+    /// The rank of the `message_roots` rule that matched (`None`: none did).
+    #[serde(default)]
+    pub rank: Option<u32>,
+}
+
+impl Probe {
+    /// The adapter fails this page: conversation text is shown, yet no turn was read, or turns of one role only
+    /// among several.
+    pub fn broken(&self) -> bool {
+        self.text_present
+            && (self.users + self.assistants == 0
+                || (self.roots >= 2 && (self.users == 0 || self.assistants == 0)))
+    }
 }
 
 /// Per-surface stats.
@@ -202,6 +247,20 @@ impl Stats {
 
     fn entry(&mut self, surface: &str) -> &mut SurfaceStats {
         self.0.entry(surface)
+    }
+
+    /// Records a read of a conversation page; returns whether anything changed. A broken read starts (or keeps)
+    /// the stale period; a good one ends it.
+    pub fn on_probe(&mut self, surface: &str, probe: &Probe, now_ms: u64) -> bool {
+        let st = self.entry(surface);
+        let before = (st.stale_since_ms, st.last_rule.clone());
+        if probe.broken() {
+            st.stale_since_ms.get_or_insert(now_ms);
+        } else if probe.users + probe.assistants > 0 {
+            st.stale_since_ms = None;
+        }
+        st.last_rule = probe.rank.map(|r| format!("message_roots[{r}]"));
+        before != (st.stale_since_ms, st.last_rule.clone())
     }
 
     /// Counts a capture; returns whether anything changed.

@@ -1,5 +1,6 @@
-//! The surface registry: one JSON document (`shared/surfaces/registry.json`, embedded at build time) describes
-//! every chat surface the extension can read. Adding a surface or fixing a redesigned site is a data change.
+//! The surface registry: one JSON file per chat surface (`shared/surfaces/<name>.json`) plus the rendering rules
+//! they share (`shared/surfaces/_render.json`), assembled into one document by `shared/build.rs` and embedded at
+//! build time. Adding a surface or fixing a redesigned site is a data change.
 //!
 //! **API boundary:** the JSON shape below is read by the extension's content script (selectors, rules, page layout:
 //! preformatted selectors and block elements) and by this module (hosts, conversation patterns, strip lines,
@@ -13,7 +14,11 @@ use serde::{Deserialize, Serialize};
 use crate::wire::Role;
 
 /// The embedded registry document.
-pub const REGISTRY_JSON: &str = include_str!("../../surfaces/registry.json");
+pub const REGISTRY_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/registry.json"));
+
+/// Where the surface files live, for checks that read them as written (with their `provenance`).
+#[cfg(test)]
+pub(crate) const SURFACES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/surfaces");
 
 /// Whether a surface is on the main list or behind the popup's "Experimental surfaces" flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,8 +127,15 @@ pub struct SurfaceSpec {
     pub status: Status,
     /// `example.com` (exactly that host) or `*.example.com` (any subdomain, and the host itself).
     pub hosts: Vec<String>,
+    /// Path prefixes the surface lives under on its hosts (e.g. `/chat/` on a host that serves other things);
+    /// empty: the whole host.
+    #[serde(default)]
+    pub paths: Vec<String>,
     /// Regexes on the URL path; the first capture group of the first match is the conversation id.
     pub conversation_patterns: Vec<String>,
+    /// A query parameter holding the conversation id, for sites that keep it there (tried after the patterns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_query: Option<String>,
     #[serde(default)]
     pub conversation_fallback: ConversationFallback,
     /// Ranked CSS selectors of message roots: the first one that finds any element wins.
@@ -152,6 +164,41 @@ pub struct SurfaceSpec {
     pub message_key: Vec<KeyRule>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ordinal: Option<OrdinalRule>,
+    /// Citation chips inside a turn: rendered as their URL only (the chip's label is not content).
+    #[serde(default)]
+    pub citation_selectors: Vec<String>,
+    /// Attachments shown in a turn: rendered as `[file: name]`.
+    #[serde(default)]
+    pub attachment_selectors: Vec<String>,
+    /// Reasoning ("thinking") panels inside a turn: kept apart from the answer, as a marked block before it.
+    #[serde(default)]
+    pub reasoning_selectors: Vec<String>,
+    /// Who gave the answer (a side and model, e.g. in a two-answer battle): a `[label]` first line.
+    #[serde(default)]
+    pub label_selectors: Vec<String>,
+    /// Artifacts or canvases a turn produced, rendered apart from the message body but captured with it.
+    #[serde(default)]
+    pub artifact_selectors: Vec<String>,
+    /// Selectors that find the conversation's content area (used to tell "no turns found" apart from "nothing
+    /// shown yet"): when text is present here but no turn is read for a while, the adapter is stale.
+    #[serde(default)]
+    pub content_area: Vec<String>,
+    /// Which rules are verified against what (documentation; not embedded in the build).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+}
+
+/// What a surface's rules were checked against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    /// Sources of the selectors (public tools, the site's markup as seen in saved pages, structure only).
+    pub verified_against: String,
+    /// Rules that are structural guesses (ranked fallbacks) rather than verified.
+    #[serde(default)]
+    pub unverified: Vec<String>,
+    #[serde(default)]
+    pub notes: String,
 }
 
 impl SurfaceSpec {
@@ -187,7 +234,13 @@ impl SurfaceSpec {
             .iter()
             .chain(&self.strip_selectors)
             .chain(&self.streaming_markers)
-            .chain(&self.preformatted_selectors);
+            .chain(&self.preformatted_selectors)
+            .chain(&self.citation_selectors)
+            .chain(&self.attachment_selectors)
+            .chain(&self.reasoning_selectors)
+            .chain(&self.label_selectors)
+            .chain(&self.artifact_selectors)
+            .chain(&self.content_area);
         for sel in selectors {
             if sel.trim().is_empty() {
                 out.push("empty selector".to_owned());
@@ -204,7 +257,11 @@ pub struct Surface {
     pub name: String,
     pub status: Status,
     pub hosts: Vec<String>,
+    #[serde(default)]
+    pub paths: Vec<String>,
     pub conversation_patterns: Vec<String>,
+    #[serde(default)]
+    pub conversation_query: Option<String>,
     #[serde(default)]
     pub conversation_fallback: ConversationFallback,
     pub message_roots: Vec<String>,
@@ -230,6 +287,8 @@ pub enum RegistryError {
 #[derive(Debug, Deserialize)]
 struct Document<'a> {
     version: u32,
+    #[serde(borrow, default)]
+    render: Option<&'a serde_json::value::RawValue>,
     #[serde(borrow)]
     surfaces: Vec<&'a serde_json::value::RawValue>,
 }
@@ -247,6 +306,8 @@ struct Compiled {
 #[derive(Debug)]
 pub struct Registry {
     surfaces: Vec<Compiled>,
+    /// The rendering rules every surface shares (math, code languages, citation URLs), verbatim JSON.
+    render: String,
 }
 
 /// The registry's answer for a page URL.
@@ -266,6 +327,7 @@ impl Registry {
             // The embedded document is checked by the test suite; an empty registry keeps a broken build harmless.
             Err(_) => Registry {
                 surfaces: Vec::new(),
+                render: "null".to_owned(),
             },
         })
     }
@@ -291,7 +353,13 @@ impl Registry {
                 return Err(invalid(&a.surface.id, "duplicate surface id"));
             }
         }
-        Ok(Registry { surfaces })
+        let render = doc.render.map_or("null", |r| r.get()).to_owned();
+        Ok(Registry { surfaces, render })
+    }
+
+    /// The shared rendering rules, verbatim JSON (`null` when the document has none).
+    pub fn render_rules(&self) -> &str {
+        &self.render
     }
 
     pub fn surfaces(&self) -> impl Iterator<Item = &Surface> {
@@ -313,16 +381,37 @@ impl Registry {
         if parts.scheme != "https" {
             return None;
         }
-        let compiled = self
-            .surfaces
-            .iter()
-            .find(|c| c.surface.hosts.iter().any(|h| host_matches(h, &parts.host)))?;
+        let compiled = self.surfaces.iter().find(|c| {
+            c.surface.hosts.iter().any(|h| host_matches(h, &parts.host))
+                && (c.surface.paths.is_empty()
+                    || c.surface
+                        .paths
+                        .iter()
+                        .any(|p| parts.path.starts_with(p.as_str())))
+        })?;
+        let from_query = || {
+            let name = compiled.surface.conversation_query.as_deref()?;
+            let query = url.split_once('?')?.1;
+            let query = query.split_once('#').map_or(query, |(q, _)| q);
+            query
+                .split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_owned())
+                .filter(|v| {
+                    !v.is_empty()
+                        && v.len() <= 128
+                        && v.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                })
+        };
         let from_pattern = compiled
             .conversation
             .iter()
             .find_map(|re| re.captures(parts.path))
             .and_then(|caps| caps.get(1).map(|m| m.as_str().to_owned()))
-            .filter(|id| !id.is_empty());
+            .filter(|id| !id.is_empty())
+            .or_else(from_query);
         let conversation_id =
             from_pattern.or_else(|| match compiled.surface.conversation_fallback {
                 ConversationFallback::None => None,
@@ -367,9 +456,18 @@ impl Registry {
 
     /// `https://` match patterns for the manifest's content scripts, one per host pattern.
     pub fn match_patterns(&self) -> Vec<String> {
-        self.surfaces()
-            .flat_map(|s| s.hosts.iter().map(|h| format!("https://{h}/*")))
-            .collect()
+        let mut out = Vec::new();
+        for s in self.surfaces() {
+            for h in &s.hosts {
+                if s.paths.is_empty() {
+                    out.push(format!("https://{h}/*"));
+                }
+                for p in &s.paths {
+                    out.push(format!("https://{h}{p}*"));
+                }
+            }
+        }
+        out
     }
 }
 
@@ -528,23 +626,47 @@ mod tests {
         assert_eq!(Registry::builtin().surfaces().count(), ids.len());
     }
 
+    /// Every surface file as written: the full strict shape, no problems, a provenance saying what its rules are
+    /// verified against; and the embedded copy is the same entry without the provenance.
     #[test]
-    fn every_embedded_entry_has_the_full_strict_shape() {
-        let doc: serde_json::Value = serde_json::from_str(REGISTRY_JSON).unwrap();
-        for entry in doc["surfaces"].as_array().unwrap() {
-            let spec: SurfaceSpec = serde_json::from_value(entry.clone())
-                .unwrap_or_else(|e| panic!("{}: {e}", entry["id"]));
-            assert!(
-                !spec.message_roots.is_empty() && !spec.role_rules.is_empty(),
-                "{}",
-                spec.id
+    fn every_surface_file_has_the_full_strict_shape_and_a_provenance() {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(SURFACES_DIR).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+            if !name.ends_with(".json") || name.starts_with('_') {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let spec: SurfaceSpec =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(
+                format!("browser-ext:{}", name.trim_end_matches(".json")),
+                spec.id,
+                "{name}: file name and id differ"
             );
             assert_eq!(spec.problems(), Vec::<String>::new(), "{}", spec.id);
-            // The core's view of the same entry carries it verbatim for the content script.
+            let prov = spec
+                .provenance
+                .clone()
+                .unwrap_or_else(|| panic!("{name}: no provenance"));
+            assert!(
+                !prov.verified_against.trim().is_empty(),
+                "{name}: provenance says nothing"
+            );
             let core = Registry::builtin().get(&spec.id).unwrap();
             let back: SurfaceSpec = serde_json::from_str(&core.raw).unwrap();
-            assert_eq!(back, spec);
+            assert_eq!(back.provenance, None, "{name}: provenance was embedded");
+            assert_eq!(
+                back,
+                SurfaceSpec {
+                    provenance: None,
+                    ..spec
+                }
+            );
+            names.push(name);
         }
+        assert_eq!(names.len(), Registry::builtin().surfaces().count());
     }
 
     /// Site markup knowledge the content script applies is data: a spec's problems are found, and the page

@@ -1,0 +1,130 @@
+//! The surfaces beyond the first four (e2e/fixtures/<surface>/ for every registry surface except chatgpt, claude,
+//! gemini, copilot), end to end in the real Chromium with the built extension and the real relay: one browser
+//! session, every surface turned on in the popup (the experimental ones after the "Experimental surfaces" flag),
+//! every case of every surface checked against its `expected.json` (exact text: tables, maths, code, lists,
+//! placeholders, labels and reasoning blocks as the core renders them). The fixture pages stand in for the live
+//! sites, which cannot be reached from here; each says where its markup comes from. `E2E_CASE=grok/formatting`
+//! runs one case.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use personkit_e2e::fixtures::{self, Case};
+use personkit_e2e::session::Session;
+
+const FIRST_FOUR: [&str; 4] = ["chatgpt", "claude", "gemini", "copilot"];
+
+/// Every surface file's name (`grok`, …) with its status, from the registry files themselves.
+fn registry_surfaces() -> Vec<(String, String)> {
+    let dir = personkit_e2e::workspace_root().join("shared/surfaces");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        if path.extension().is_none_or(|e| e != "json") || name.starts_with('_') {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        out.push((name, v["status"].as_str().unwrap().to_owned()));
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn every_other_surface_captures_its_fixtures_faithfully() {
+    let only = std::env::var("E2E_CASE").ok();
+    let surfaces: Vec<(String, String)> = registry_surfaces()
+        .into_iter()
+        .filter(|(n, _)| !FIRST_FOUR.contains(&n.as_str()))
+        .collect();
+    assert_eq!(
+        surfaces.len(),
+        17,
+        "the registry should hold 17 surfaces beyond the first four"
+    );
+    let mut cases: Vec<Case> = Vec::new();
+    for (name, _) in &surfaces {
+        let found = fixtures::cases(name).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        assert!(!found.is_empty(), "surface {name} has no fixture case");
+        cases.extend(found);
+    }
+    cases.retain(|c| only.as_deref().is_none_or(|o| o == c.name));
+    if cases.is_empty() {
+        assert!(only.is_some());
+        return;
+    }
+    let session = Session::start(&[]).unwrap();
+    session.set_experimental(true).unwrap();
+    let mut wanted: Vec<String> = cases.iter().map(|c| c.expected.surface.clone()).collect();
+    wanted.dedup();
+    for s in &wanted {
+        session.set_surface(s, true).unwrap();
+    }
+    let mut failures = Vec::new();
+    for case in &cases {
+        let problems = match session.check(case) {
+            Ok(p) => p,
+            Err(e) => vec![format!("harness error: {e:#}")],
+        };
+        if problems.is_empty() {
+            eprintln!("ok    {}", case.name);
+        } else {
+            eprintln!("FAIL  {}", case.name);
+            failures.push(format!("{}:\n  - {}", case.name, problems.join("\n  - ")));
+        }
+        let all = session.messages(&case.expected.surface).unwrap();
+        let strays = fixtures::strays(&all, &case.thread_ids());
+        if !strays.is_empty() {
+            failures.push(format!(
+                "{}: {} message(s) under unknown threads",
+                case.name,
+                strays.len()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// A redesigned site: a Grok conversation page whose text is on screen but whose markup the adapter no longer
+/// knows. Nothing is captured, and within seconds (the test's fast timings: yellow after 2 s of failing reads) the
+/// popup's Grok light says `adapter_stale`; a readable Grok page shows its completeness on the badge (`4/4`).
+#[test]
+fn a_redesigned_page_turns_the_surface_stale_and_the_badge_counts_turns() {
+    let session = Session::start(&["browser-ext:grok"]).unwrap();
+    let good = fixtures::cases("grok").unwrap().remove(0);
+    assert!(session.check(&good).unwrap().is_empty());
+    let tab = session.open_case(&good).unwrap();
+    tab.wait_for(
+        "(() => { const b = document.querySelector('#personkit-badge'); return !!b && b.dataset.shown === '4' && b.dataset.captured === '4' && b.dataset.rule === 'message_roots[0]'; })()",
+        std::time::Duration::from_secs(15),
+    )
+    .expect("the badge shows 4/4 captured and the matching rule");
+    let _ = tab.close();
+    let case = Session::scenario_case("scenarios/grok_redesigned").unwrap();
+    let tab = session.open_case(&case).unwrap();
+    session.popup.reload().unwrap();
+    session
+        .popup
+        .wait_for(
+            "document.querySelector('[data-health=\"browser-ext:grok\"]')?.dataset.reason === 'adapter_stale'",
+            std::time::Duration::from_secs(30),
+        )
+        .expect("the popup shows Grok as adapter_stale");
+    let status = session
+        .popup
+        .eval("document.querySelector('[data-health=\"browser-ext:grok\"]').dataset.status")
+        .unwrap();
+    assert!(status == "yellow" || status == "red", "{status}");
+    let tid = personkit_shared::thread_id("browser-ext:grok", "redesign-0001").to_string();
+    let stored = session.messages("browser-ext:grok").unwrap();
+    assert!(
+        stored.iter().all(|m| m.thread_id != tid),
+        "nothing is captured from the unreadable page"
+    );
+    let _ = tab.close();
+}
