@@ -8,6 +8,7 @@
 pub mod capture;
 pub mod health;
 pub mod ids;
+pub mod scrub;
 pub mod time;
 pub mod wire;
 

@@ -168,6 +168,9 @@ pub fn print_health(h: &EmbedHealth) {
             c.pending()
         );
     }
+    if let Some(s) = &h.scrub {
+        println!("scrub      {s}");
+    }
     if let Some(e) = &h.error {
         println!("embedder error: {e}");
     }

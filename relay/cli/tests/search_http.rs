@@ -187,7 +187,9 @@ fn semantic_by_default_once_the_model_is_installed() {
     );
     let health = cli(&db, &["corpus", "health"]);
     assert!(
-        health.stdout.contains("search     hybrid (keywords + local embeddings"),
+        health
+            .stdout
+            .contains("search     hybrid (keywords + local embeddings"),
         "{}",
         health.stdout
     );
@@ -216,4 +218,110 @@ fn semantic_by_default_once_the_model_is_installed() {
         assert!(Instant::now() < deadline, "no vector hit: {v}");
         std::thread::sleep(Duration::from_millis(300));
     }
+}
+
+/// What leaves for a cloud embedder: a real relay configured with an OpenAI-compatible embedder whose endpoint is
+/// not on loopback (a stand-in for the cloud API, listening on this machine's non-loopback address) receives
+/// e-mails, phone numbers and amounts as placeholders — for stored turns and for queries — and `corpus health`
+/// says so; with `scrub = "off"` the same text goes as stored.
+#[test]
+fn text_for_a_remote_embedder_is_scrubbed_unless_turned_off() {
+    let ip = search_support::non_loopback_ip();
+    let server = search_support::StandIn::start_on(
+        ip.unwrap_or(std::net::Ipv4Addr::LOCALHOST.into()),
+        |_, body| {
+            let data: Vec<_> = body["input"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(i, t)| serde_json::json!({"index": i, "embedding": search_support::fake_vector(t.as_str().unwrap_or(""), 384)}))
+                .collect();
+            (200, serde_json::json!({"data": data}))
+        },
+    );
+    // Without a non-loopback interface the rule cannot be exercised by address; force it instead (and say so).
+    let mode = if ip.is_some() {
+        "auto"
+    } else {
+        eprintln!(
+            "note: no non-loopback address on this machine; testing scrub = \"on\" against loopback"
+        );
+        "on"
+    };
+    let secret_text =
+        "Mail me at jane.doe@example.org or call +1 415 555 2671, the quote was $12,400.";
+    let sent = |scrub: &str| -> Vec<String> {
+        let (_tmp, db) = common::temp_db();
+        std::fs::write(
+            db.parent().unwrap().join("config.toml"),
+            format!(
+                "[embedder]\nkind = \"openai\"\nbase_url = {:?}\nmodel = \"stand-in\"\ndim = 384\nscrub = {scrub:?}\n",
+                server.base
+            ),
+        )
+        .unwrap();
+        server.seen.lock().unwrap().clear();
+        let relay = Relay::start(&db, &[]);
+        let health = cli(&db, &["corpus", "health", "--json"]).json();
+        let token = relay.pair_printed("scrub-test");
+        let items = vec![turn(
+            "browser-ext:claude",
+            "scrub",
+            Role::User,
+            secret_text,
+            Some(0),
+        )];
+        let resp = relay
+            .http
+            .post_json("/v1/observations", Some(&token), &batch(&items));
+        assert_eq!(resp.status, 200, "{}", resp.body);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while server.seen.lock().unwrap().is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "the worker never called the embedder"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let q = relay.http.get(
+            "/v1/query?q=write%20to%20bob%40corp.example%20about%20%E2%82%AC900&k=1",
+            Some(&token),
+        );
+        assert_eq!(q.status, 200, "{}", q.body);
+        let mut texts: Vec<String> = server
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s.body["input"].as_array().cloned().unwrap_or_default())
+            .filter_map(|t| t.as_str().map(str::to_owned))
+            .collect();
+        texts.push(health["search"]["scrub"].as_str().unwrap_or("").to_owned());
+        texts
+    };
+
+    let scrubbed = sent(mode);
+    let all = scrubbed.join("\n");
+    for leaked in [
+        "jane.doe@example.org",
+        "415 555 2671",
+        "12,400",
+        "bob@corp.example",
+        "900",
+    ] {
+        assert!(!all.contains(leaked), "{leaked:?} left the machine: {all}");
+    }
+    assert!(
+        all.contains("Mail me at [EMAIL] or call [PHONE], the quote was [AMOUNT].")
+            && all.contains("write to [EMAIL] about [AMOUNT]"),
+        "{all}"
+    );
+    assert!(scrubbed.last().unwrap().starts_with("on:"), "{all}");
+
+    let raw = sent("off");
+    let all = raw.join("\n");
+    assert!(all.contains(secret_text), "{all}");
+    assert!(raw.last().unwrap().starts_with("OFF:"), "{all}");
 }

@@ -8,12 +8,14 @@
 //! model_dir = "/path/to/all-MiniLM-L6-v2"
 //! # openai: base_url = "http://127.0.0.1:11434", model = "nomic-embed-text", dim = 768, api_key = "..."
 //! # vertex: project = "my-proj", location = "us-central1", token = "...", model = "text-embedding-005"
+//! scrub = "auto"                 # auto | on | off: replace e-mails, phone numbers and amounts in text sent to a
+//!                                # remote embedder (auto: whenever the endpoint is not on loopback)
 //! ```
 //!
 //! Environment: `PERSONKIT_EMBEDDER`, `PERSONKIT_MODEL_DIR`, `PERSONKIT_OPENAI_BASE_URL`, `PERSONKIT_OPENAI_MODEL`,
 //! `PERSONKIT_OPENAI_DIM`, `PERSONKIT_OPENAI_API_KEY` (or `OPENAI_API_KEY`), `PERSONKIT_VERTEX_PROJECT`,
 //! `PERSONKIT_VERTEX_LOCATION`, `PERSONKIT_VERTEX_TOKEN`, `PERSONKIT_VERTEX_ENDPOINT` (a base URL replacing
-//! `https://<location>-aiplatform.googleapis.com`). Without any setting the kind is `local` when the default model
+//! `https://<location>-aiplatform.googleapis.com`), `PERSONKIT_EMBED_SCRUB` (auto | on | off). Without any setting the kind is `local` when the default model
 //! directory `~/.dotperson/models/all-MiniLM-L6-v2` exists and `none` otherwise.
 
 use std::path::{Path, PathBuf};
@@ -53,6 +55,36 @@ impl EmbedderKind {
     }
 }
 
+/// Whether text sent to an embedder is scrubbed of personal details first (`personkit_shared::scrub`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ScrubMode {
+    /// Scrub when the endpoint is not on loopback (the default).
+    #[default]
+    Auto,
+    /// Always scrub what is sent to an endpoint.
+    On,
+    /// Never scrub: the user said so explicitly.
+    Off,
+}
+
+impl ScrubMode {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Some(Self::Auto),
+            "on" | "true" | "yes" => Some(Self::On),
+            "off" | "false" | "no" => Some(Self::Off),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::On => "on",
+            Self::Off => "off",
+        }
+    }
+}
+
 /// The default local model's folder name under `~/.dotperson/models/`.
 pub const DEFAULT_MODEL_NAME: &str = "all-MiniLM-L6-v2";
 
@@ -73,6 +105,10 @@ pub struct EmbedderConfig {
     pub location: Option<String>,
     pub token: Option<String>,
     pub endpoint: Option<String>,
+    #[serde(skip)]
+    pub scrub: ScrubMode,
+    #[serde(rename = "scrub")]
+    scrub_raw: Option<String>,
     /// Where the settings came from, for `corpus health`.
     #[serde(skip)]
     pub source: String,
@@ -92,6 +128,7 @@ impl std::fmt::Debug for EmbedderConfig {
             .field("location", &self.location)
             .field("token", &redact(&self.token))
             .field("endpoint", &self.endpoint)
+            .field("scrub", &self.scrub)
             .field("source", &self.source)
             .finish()
     }
@@ -157,6 +194,7 @@ impl EmbedderConfig {
         set(&mut cfg.location, "PERSONKIT_VERTEX_LOCATION");
         set(&mut cfg.token, "PERSONKIT_VERTEX_TOKEN");
         set(&mut cfg.endpoint, "PERSONKIT_VERTEX_ENDPOINT");
+        set(&mut cfg.scrub_raw, "PERSONKIT_EMBED_SCRUB");
         let mut model = None;
         set(&mut model, "PERSONKIT_OPENAI_MODEL");
         if model.is_some() {
@@ -184,6 +222,12 @@ impl EmbedderConfig {
                 EmbedderKind::Local
             }
             None => EmbedderKind::None,
+        };
+        cfg.scrub = match cfg.scrub_raw.as_deref() {
+            Some(s) => ScrubMode::parse(s).ok_or_else(|| {
+                EmbedError::Config(format!("unknown scrub setting {s:?}; use auto, on or off"))
+            })?,
+            None => ScrubMode::Auto,
         };
         cfg.source = match (&file, from_env) {
             (Some(f), true) => format!("{} + environment", f.display()),

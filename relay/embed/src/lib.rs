@@ -13,11 +13,12 @@ pub mod config;
 pub mod encoder;
 pub mod local;
 pub mod openai;
+pub mod scrub;
 pub mod vertex;
 
 use std::sync::Arc;
 
-pub use config::{EmbedderConfig, EmbedderKind};
+pub use config::{EmbedderConfig, EmbedderKind, ScrubMode};
 
 /// Dimensions the corpus has vector tables for.
 pub const SUPPORTED_DIMS: [usize; 2] = [384, 768];
@@ -80,6 +81,10 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
         let mut v = self.embed_documents(&[text])?;
         v.pop().ok_or(EmbedError::CountMismatch { want: 1, got: 0 })
     }
+    /// The endpoint texts are sent to, for embedders that send them anywhere (`None`: computed in this process).
+    fn endpoint(&self) -> Option<&str> {
+        None
+    }
     /// `model_id@model_version`: the key under which vectors are cached.
     fn model_key(&self) -> String {
         format!("{}@{}", self.model_id(), self.model_version())
@@ -89,7 +94,8 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
 /// A shared embedder handle; `None` means the `none` kind.
 pub type SharedEmbedder = Option<Arc<dyn Embedder>>;
 
-/// Builds the embedder a configuration asks for (`Ok(None)` for `none`).
+/// Builds the embedder a configuration asks for (`Ok(None)` for `none`). An embedder that sends text off this
+/// machine comes wrapped in [`scrub::Scrubbing`] unless the configuration turns scrubbing off.
 pub fn build(config: &EmbedderConfig) -> Result<SharedEmbedder, EmbedError> {
     let e: Arc<dyn Embedder> = match config.kind {
         EmbedderKind::None => return Ok(None),
@@ -98,6 +104,10 @@ pub fn build(config: &EmbedderConfig) -> Result<SharedEmbedder, EmbedError> {
         EmbedderKind::Vertex => Arc::new(vertex::VertexEmbedder::new(config)?),
     };
     check_dim(e.dim())?;
+    let e = match scrub::Decision::of(config.scrub, e.endpoint()) {
+        scrub::Decision::Scrub => Arc::new(scrub::Scrubbing::new(e)) as Arc<dyn Embedder>,
+        _ => e,
+    };
     Ok(Some(e))
 }
 

@@ -118,6 +118,9 @@ impl Embedder for OpenAiEmbedder {
     fn kind(&self) -> &'static str {
         "openai"
     }
+    fn endpoint(&self) -> Option<&str> {
+        Some(&self.url)
+    }
     fn model_id(&self) -> &str {
         &self.model_id
     }

@@ -103,6 +103,9 @@ impl Embedder for VertexEmbedder {
     fn kind(&self) -> &'static str {
         "vertex"
     }
+    fn endpoint(&self) -> Option<&str> {
+        Some(&self.url)
+    }
     fn model_id(&self) -> &str {
         &self.model_id
     }

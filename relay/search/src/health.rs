@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use personkit_embed::scrub::Decision;
 use personkit_embed::{EmbedError, EmbedderConfig, EmbedderKind, SharedEmbedder, build};
 use personkit_store::Connection;
 use personkit_store::vectors::{self, Coverage};
@@ -22,6 +23,8 @@ pub struct EmbedHealth {
     pub dim: Option<usize>,
     /// Rows with a vector from this model, and totals.
     pub coverage: Option<Coverage>,
+    /// What happens to text sent to the embedder (scrubbed of personal details, or not, and why).
+    pub scrub: Option<String>,
     /// Why the configured embedder could not be built.
     pub error: Option<String>,
 }
@@ -36,6 +39,7 @@ pub fn embed_health(conn: &Connection, db_path: Option<&Path>) -> EmbedHealth {
         model: None,
         dim: None,
         coverage: None,
+        scrub: None,
         error: None,
     };
     let cfg = match EmbedderConfig::load(db_path) {
@@ -53,6 +57,7 @@ pub fn embed_health(conn: &Connection, db_path: Option<&Path>) -> EmbedHealth {
     match built {
         Ok(Some(e)) => {
             h.search = "hybrid";
+            h.scrub = Some(Decision::of(cfg.scrub, e.endpoint()).describe(e.endpoint()));
             h.model = Some(e.model_key());
             h.dim = Some(e.dim());
             match vectors::coverage(conn, &e.model_key()) {
@@ -68,16 +73,33 @@ pub fn embed_health(conn: &Connection, db_path: Option<&Path>) -> EmbedHealth {
 
 /// One line saying which search a relay or command runs with the embedder `config` asked for (`built` is what
 /// building it gave), and what to do when it is keywords only.
-pub fn summary(config: Option<&EmbedderConfig>, built: &Result<SharedEmbedder, EmbedError>) -> String {
+pub fn summary(
+    config: Option<&EmbedderConfig>,
+    built: &Result<SharedEmbedder, EmbedError>,
+) -> String {
     match built {
-        Ok(Some(e)) => format!(
-            "search: hybrid (keywords + {} embeddings, {})",
-            e.kind(),
-            e.model_key()
-        ),
+        Ok(Some(e)) => {
+            let scrub = match (config, e.endpoint()) {
+                (Some(c), Some(url)) => {
+                    format!(
+                        "; scrub {}",
+                        Decision::of(c.scrub, Some(url)).describe(Some(url))
+                    )
+                }
+                _ => String::new(),
+            };
+            format!(
+                "search: hybrid (keywords + {} embeddings, {}{scrub})",
+                e.kind(),
+                e.model_key()
+            )
+        }
         Ok(None) => match config {
             Some(c) if c.kind == EmbedderKind::None && c.source != "default" => {
-                format!("search: keywords only (embedder set to none by {})", c.source)
+                format!(
+                    "search: keywords only (embedder set to none by {})",
+                    c.source
+                )
             }
             Some(c) => format!(
                 "search: keywords only (no embedding model in {}; `personkit model fetch` installs one)",

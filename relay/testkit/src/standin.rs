@@ -49,7 +49,15 @@ impl StandIn {
     where
         F: Fn(&str, &serde_json::Value) -> (u16, serde_json::Value) + Send + Sync + 'static,
     {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Self::start_on(std::net::Ipv4Addr::LOCALHOST.into(), answer)
+    }
+
+    /// Like [`StandIn::start`], listening on `ip` (e.g. [`non_loopback_ip`], to stand in for a remote host).
+    pub fn start_on<F>(ip: std::net::IpAddr, answer: F) -> StandIn
+    where
+        F: Fn(&str, &serde_json::Value) -> (u16, serde_json::Value) + Send + Sync + 'static,
+    {
+        let listener = TcpListener::bind((ip, 0)).unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let log = seen.clone();
@@ -103,6 +111,15 @@ impl StandIn {
         });
         StandIn { base, seen }
     }
+}
+
+/// An address of this machine that is not loopback (the one a default route would use), found by routing a UDP
+/// socket without sending anything; `None` on a machine without a network interface besides loopback.
+pub fn non_loopback_ip() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }
 
 /// A deterministic pseudo-embedding of a text (for stand-in servers): `dim` values from a hash of the text.
