@@ -55,6 +55,7 @@ fn main() -> anyhow::Result<()> {
         } else {
             Vec::new()
         },
+        previous_turn: a.ablations,
     })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -71,10 +72,27 @@ fn main() -> anyhow::Result<()> {
         report.ingest_secs,
         report.embed_secs
     );
-    println!("| method | R@1 | R@5 | R@10 | p50 ms |\n|---|---|---|---|---|");
+    let per_cat = report
+        .results
+        .first()
+        .map(|r| {
+            r.by_category
+                .iter()
+                .map(|c| format!(" R@5 cat {} ({} q) |", c.category, c.questions))
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    println!(
+        "| method | R@1 | R@5 | R@10 |{per_cat} p50 ms |\n|---|---|---|---|---|---|---|---|---|"
+    );
     for r in &report.results {
+        let cats: String = r
+            .by_category
+            .iter()
+            .map(|c| format!(" {:.3} |", c.r5))
+            .collect();
         println!(
-            "| {} | {:.3} | {:.3} | {:.3} | {:.1} |",
+            "| {} | {:.3} | {:.3} | {:.3} |{cats} {:.1} |",
             r.method, r.r1, r.r5, r.r10, r.p50_ms
         );
     }

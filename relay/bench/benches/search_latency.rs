@@ -1,5 +1,5 @@
 //! Search-latency benchmark; see `personkit_bench::latency`. Run:
-//! `cargo bench -p personkit-bench --bench search_latency -- --messages 100000 [--db PATH] [--json]`
+//! `cargo bench -p personkit-bench --bench search_latency -- --messages 100000 [--db PATH] [--query-model] [--json]`
 //! (with `PERSONKIT_EMBEDDER=local` and `PERSONKIT_MODEL_DIR` it also measures embedding throughput).
 
 use std::path::PathBuf;
@@ -30,6 +30,10 @@ struct LatencyArgs {
     /// Texts for the embedding-throughput run (needs the local embedder configured; 0 skips).
     #[arg(long, default_value_t = 256)]
     embed_texts: usize,
+    /// Also measure vector and hybrid queries with each query embedded by the configured embedder (the local
+    /// model), as a relay with that embedder would; the corpus vectors stay synthetic.
+    #[arg(long)]
+    query_model: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -56,7 +60,17 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let build_secs = t.elapsed().as_secs_f64();
-    let (results, bit_recall) = latency::measure(&conn, a.queries, seed)?;
+    let query_model = if a.query_model {
+        let config = EmbedderConfig::load(None).map_err(|e| anyhow!("{e}"))?;
+        Some(
+            embed::build(&config)
+                .map_err(|e| anyhow!("{e}\nhint: {}", e.hint()))?
+                .ok_or_else(|| anyhow!("--query-model needs an embedder: set PERSONKIT_EMBEDDER=local and PERSONKIT_MODEL_DIR"))?,
+        )
+    } else {
+        None
+    };
+    let (results, bit_recall) = latency::measure(&conn, a.queries, seed, query_model.as_deref())?;
     let mut throughput = None;
     if a.embed_texts > 0 {
         let config = EmbedderConfig::load(None).map_err(|e| anyhow!("{e}"))?;

@@ -71,7 +71,24 @@ pub fn ablations() -> Vec<Method> {
         entity: 1.0,
         recency: 1.0,
     };
+    let d = Query::new("");
+    let convex = |name: &'static str, fts: f64, vector: f64, depth: usize| Method {
+        name,
+        weights: Weights {
+            fts,
+            vector,
+            ..d.weights
+        },
+        fusion: d.fusion,
+        rrf_k: d.rrf_k,
+        depth,
+    };
     vec![
+        convex("hybrid fts 0.8 : vec 0.2", 0.8, 0.2, d.depth),
+        convex("hybrid fts 0.6 : vec 0.4", 0.6, 0.4, d.depth),
+        convex("hybrid fts 0.5 : vec 0.5", 0.5, 0.5, d.depth),
+        convex("hybrid depth 30", d.weights.fts, d.weights.vector, 30),
+        convex("hybrid depth 300", d.weights.fts, d.weights.vector, 300),
         Method {
             name: "rrf depth 10",
             weights: Weights::EQUAL,
@@ -132,6 +149,18 @@ pub struct Recall {
     pub r5: f64,
     pub r10: f64,
     pub p50_ms: f64,
+    /// The same figures per LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop).
+    pub by_category: Vec<CategoryRecall>,
+}
+
+/// Recall of one method on the questions of one category.
+#[derive(Debug, Clone, Serialize)]
+pub struct CategoryRecall {
+    pub category: u8,
+    pub questions: usize,
+    pub r1: f64,
+    pub r5: f64,
+    pub r10: f64,
 }
 
 /// The benchmark report.
@@ -193,6 +222,8 @@ pub struct RetrievalOpts {
     pub config: EmbedderConfig,
     /// Extra methods to report besides [`methods`].
     pub extra: Vec<Method>,
+    /// Also measure vectors computed from each turn followed by the turn before it (on a copy of the corpus).
+    pub previous_turn: bool,
 }
 
 /// Runs the benchmark.
@@ -225,21 +256,19 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
     let ingest_secs = t0.elapsed().as_secs_f64();
     let mut conn = personkit_store::db::open(&db_path)?;
     let embedder = embed::build(&opts.config).map_err(|e| anyhow!("{e} ({})", e.hint()))?;
+    // The previous-turn variant gets its own copy of the corpus, made before anything is embedded.
+    let ctx_path = db_path.with_extension("previous-turn.db");
+    let ctx = match (&embedder, opts.previous_turn) {
+        (Some(_), true) => {
+            let _ = std::fs::remove_file(&ctx_path);
+            conn.execute("VACUUM INTO ?1", [ctx_path.to_string_lossy()])?;
+            Some(personkit_store::db::open(&ctx_path)?)
+        }
+        _ => None,
+    };
     let t1 = Instant::now();
     if let Some(e) = &embedder {
-        let bar = progress_bar(turns as u64, "embedding");
-        let mut cursor = indexer::Cursor::default();
-        indexer::embed_pending(
-            &mut conn,
-            e.as_ref(),
-            &Clock::system(),
-            &mut cursor,
-            u64::MAX,
-            64,
-            None,
-            |n| bar.inc(n),
-        )?;
-        bar.finish_and_clear();
+        embed_all(&mut conn, e.as_ref(), turns, indexer::EmbedText::Turn)?;
     }
     let embed_secs = t1.elapsed().as_secs_f64();
     let mut all = methods();
@@ -247,7 +276,21 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
     if embedder.is_none() {
         all.retain(|m| m.weights.vector == 0.0);
     }
-    let (results, questions, skipped) = evaluate(&conn, embedder.as_deref(), &convs, &all)?;
+    let (mut results, questions, skipped) = evaluate(&conn, embedder.as_deref(), &convs, &all)?;
+    if let (Some(mut ctx), Some(e)) = (ctx, &embedder) {
+        embed_all(&mut ctx, e.as_ref(), turns, indexer::EmbedText::TurnWithPrevious)?;
+        let with_vectors: Vec<Method> = methods()
+            .into_iter()
+            .filter(|m| m.weights.vector > 0.0)
+            .collect();
+        let (more, _, _) = evaluate(&ctx, Some(e.as_ref()), &convs, &with_vectors)?;
+        results.extend(more.into_iter().map(|mut r| {
+            r.method = format!("{} + previous turn in vector text", r.method);
+            r
+        }));
+        drop(ctx);
+        let _ = std::fs::remove_file(&ctx_path);
+    }
     if opts.db.is_none() {
         drop(conn);
         let _ = std::fs::remove_dir_all(&tmp);
@@ -269,6 +312,29 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
     })
 }
 
+fn embed_all(
+    conn: &mut Connection,
+    e: &dyn Embedder,
+    turns: usize,
+    text: indexer::EmbedText,
+) -> anyhow::Result<()> {
+    let bar = progress_bar(turns as u64, "embedding");
+    let mut cursor = indexer::Cursor::default();
+    indexer::embed_pending_with(
+        conn,
+        e,
+        &Clock::system(),
+        &mut cursor,
+        u64::MAX,
+        256,
+        None,
+        text,
+        |n| bar.inc(n),
+    )?;
+    bar.finish_and_clear();
+    Ok(())
+}
+
 fn now_nanos() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -285,6 +351,9 @@ pub fn evaluate(
     methods: &[Method],
 ) -> anyhow::Result<(Vec<Recall>, usize, usize)> {
     let mut hits = vec![[0usize; 3]; methods.len()];
+    // [method][category 1..=4] -> hits at 1/5/10, and questions per category.
+    let mut cat_hits = vec![[[0usize; 3]; 4]; methods.len()];
+    let mut cat_asked = [0usize; 4];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); methods.len()];
     let mut asked = 0;
     let mut skipped = 0;
@@ -314,6 +383,8 @@ pub fn evaluate(
                 continue;
             }
             asked += 1;
+            let cat = (qa.category - 1) as usize;
+            cat_asked[cat] += 1;
             for (mi, m) in methods.iter().enumerate() {
                 let mut q = Query::new(qa.question.clone());
                 q.k = 10;
@@ -329,6 +400,7 @@ pub fn evaluate(
                 for (slot, k) in [1, 5, 10].iter().enumerate() {
                     if first.is_some_and(|p| p < *k) {
                         hits[mi][slot] += 1;
+                        cat_hits[mi][cat][slot] += 1;
                     }
                 }
             }
@@ -340,7 +412,8 @@ pub fn evaluate(
         .iter()
         .zip(hits)
         .zip(times)
-        .map(|((m, h), mut t)| {
+        .zip(cat_hits)
+        .map(|(((m, h), mut t), ch)| {
             t.sort_by(f64::total_cmp);
             Recall {
                 method: m.name.to_owned(),
@@ -348,6 +421,18 @@ pub fn evaluate(
                 r5: h[1] as f64 / n,
                 r10: h[2] as f64 / n,
                 p50_ms: t.get(t.len() / 2).copied().unwrap_or(0.0),
+                by_category: (0..4)
+                    .map(|c| {
+                        let q = cat_asked[c].max(1) as f64;
+                        CategoryRecall {
+                            category: c as u8 + 1,
+                            questions: cat_asked[c],
+                            r1: ch[c][0] as f64 / q,
+                            r5: ch[c][1] as f64 / q,
+                            r10: ch[c][2] as f64 / q,
+                        }
+                    })
+                    .collect(),
             }
         })
         .collect();

@@ -43,6 +43,16 @@ pub struct Cursor {
     event_pk: i64,
 }
 
+/// What text a message's vector is computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EmbedText {
+    /// The message alone.
+    #[default]
+    Turn,
+    /// The message followed by the one before it in its thread (`vectors::pending_with`).
+    TurnWithPrevious,
+}
+
 /// Embeds up to `max` pending rows (messages first, then events) in batches of `batch`, calling `progress` with
 /// the number of rows done after each batch, and stopping early when `stop` is set. Each batch commits on its own.
 #[allow(clippy::too_many_arguments)]
@@ -54,6 +64,32 @@ pub fn embed_pending(
     max: u64,
     batch: usize,
     stop: Option<&AtomicBool>,
+    progress: impl FnMut(u64),
+) -> Result<EmbedRun, IndexError> {
+    embed_pending_with(
+        conn,
+        embedder,
+        clock,
+        cursor,
+        max,
+        batch,
+        stop,
+        EmbedText::default(),
+        progress,
+    )
+}
+
+/// [`embed_pending`] with a choice of text (benchmarks compare them).
+#[allow(clippy::too_many_arguments)]
+pub fn embed_pending_with(
+    conn: &mut Connection,
+    embedder: &dyn Embedder,
+    clock: &Clock,
+    cursor: &mut Cursor,
+    max: u64,
+    batch: usize,
+    stop: Option<&AtomicBool>,
+    text: EmbedText,
     mut progress: impl FnMut(u64),
 ) -> Result<EmbedRun, IndexError> {
     let model_key = embedder.model_key();
@@ -68,7 +104,14 @@ pub fn embed_pending(
                 Kind::Event => cursor.event_pk,
             };
             let want = batch.min((max - run.rows) as usize).max(1);
-            let rows = vectors::pending(conn, kind, &model_key, after, want)?;
+            let rows = vectors::pending_with(
+                conn,
+                kind,
+                &model_key,
+                after,
+                want,
+                text == EmbedText::TurnWithPrevious,
+            )?;
             let Some(&(last_pk, _)) = rows.last() else {
                 break;
             };

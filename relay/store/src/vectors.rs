@@ -124,7 +124,33 @@ pub fn pending(
     after: i64,
     limit: usize,
 ) -> Result<Vec<(i64, String)>, DbError> {
+    pending_with(conn, kind, model_key, after, limit, false)
+}
+
+/// Like [`pending`]; with `previous`, a message's text is followed by the current message before it in its thread
+/// (by position), as `<text>\n\n(after: <previous>)` — the text of a reply then carries what it answers. Messages
+/// without a position, and events, have no previous.
+pub fn pending_with(
+    conn: &Connection,
+    kind: Kind,
+    model_key: &str,
+    after: i64,
+    limit: usize,
+    previous: bool,
+) -> Result<Vec<(i64, String)>, DbError> {
     let sql = match kind {
+        Kind::Message if previous => {
+            "SELECT m.pk, m.content || coalesce('
+
+(after: ' || (
+                 SELECT p.content FROM messages p
+                 WHERE p.thread_id = m.thread_id AND p.is_current = 1 AND p.position_key < m.position_key
+                 ORDER BY p.position_key DESC LIMIT 1) || ')', '')
+             FROM messages m
+             LEFT JOIN search_vec_state s ON s.kind = 'message' AND s.pk = m.pk
+             WHERE m.pk > ?1 AND m.is_current = 1 AND (s.pk IS NULL OR s.model_key != ?2)
+             ORDER BY m.pk LIMIT ?3"
+        }
         Kind::Message => {
             "SELECT m.pk, m.content FROM messages m
              LEFT JOIN search_vec_state s ON s.kind = 'message' AND s.pk = m.pk
