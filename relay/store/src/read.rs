@@ -207,6 +207,11 @@ pub fn list_threads(
     })
 }
 
+/// The full id of a thread given its id or a unique prefix of it.
+pub fn resolve_thread_id(conn: &Connection, given: &str) -> Result<String, ReadError> {
+    resolve_id(conn, "threads", "thread", given)
+}
+
 /// Resolves a full id or a unique prefix (≥ [`MIN_ID_PREFIX`] characters) in `table` (`threads` or `messages`).
 fn resolve_id(
     conn: &Connection,
