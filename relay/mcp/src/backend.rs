@@ -64,7 +64,12 @@ pub(crate) enum Fail {
 }
 
 impl Backend {
-    pub fn new(access: Arc<dyn ReadAccess>, indexes: Indexes, embedder: SharedEmbedder, clock: Clock) -> Backend {
+    pub fn new(
+        access: Arc<dyn ReadAccess>,
+        indexes: Indexes,
+        embedder: SharedEmbedder,
+        clock: Clock,
+    ) -> Backend {
         Backend {
             access,
             indexes,
@@ -82,12 +87,13 @@ impl Backend {
         tokio::task::spawn_blocking(move || {
             let mut f = Some(f);
             let mut out = None;
-            me.access.with_reader(&mut |c| {
-                if let Some(f) = f.take() {
-                    out = Some(f(c, &me));
-                }
-            })
-            .map_err(|e| Fail::Internal(e.to_string()))?;
+            me.access
+                .with_reader(&mut |c| {
+                    if let Some(f) = f.take() {
+                        out = Some(f(c, &me));
+                    }
+                })
+                .map_err(|e| Fail::Internal(e.to_string()))?;
             out.unwrap_or_else(|| Err(Fail::Internal("the reader ran nothing".into())))
         })
         .await

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use personkit_search::params::{Params, build_query};
 use personkit_search::{SearchError, normalize_bound};
-use personkit_store::read::{self, MessageDetail, PageInfo, ReadError, SurfaceState, ThreadSummary, Turn, compact};
+use personkit_store::read::{
+    self, MessageDetail, PageInfo, ReadError, SurfaceState, ThreadSummary, Turn, compact,
+};
 use personkit_store::vectors;
 use rmcp::handler::server::common::{schema_for_empty_input, schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -197,7 +199,8 @@ fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
 }
 
 fn answer<T: Serialize>(text: String, out: &T) -> Result<CallToolResult, String> {
-    let value = serde_json::to_value(out).map_err(|e| format!("the answer could not be encoded: {e}"))?;
+    let value =
+        serde_json::to_value(out).map_err(|e| format!("the answer could not be encoded: {e}"))?;
     let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
     r.structured_content = Some(value);
     Ok(r)
@@ -254,7 +257,10 @@ impl Personkit {
         output_schema = schema_for_output::<SearchOutput>(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
-    async fn search(&self, Parameters(raw): Parameters<JsonObject>) -> Result<CallToolResult, String> {
+    async fn search(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+    ) -> Result<CallToolResult, String> {
         let a: SearchArgs = args(raw)?;
         let max = budget::chars(a.max_chars)?;
         let k = a.k.unwrap_or(10);
@@ -286,7 +292,8 @@ impl Personkit {
                     events: None,
                 };
                 let q = build_query(&params, b.clock.now()).map_err(search_fail)?;
-                personkit_search::query(conn, &b.indexes, b.embedder.as_deref(), &q).map_err(search_fail)
+                personkit_search::query(conn, &b.indexes, b.embedder.as_deref(), &q)
+                    .map_err(search_fail)
             })
             .await
             .map_err(|f| fail("search", f))?;
@@ -302,7 +309,11 @@ impl Personkit {
                 role: h.row.role.clone(),
                 time: h.row.occurred_at.clone(),
                 snippet: h.snippet.clone(),
-                matched_via: h.matched_via.iter().map(|s| s.as_str().to_owned()).collect(),
+                matched_via: h
+                    .matched_via
+                    .iter()
+                    .map(|s| s.as_str().to_owned())
+                    .collect(),
                 score: h.score,
             })
             .collect();
@@ -320,8 +331,16 @@ impl Personkit {
             kept,
             if kept == 1 { "" } else { "s" },
             out.query,
-            out.signals_used.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
-            if truncated { "; more left off to fit max_chars (lower k or use format=compact)" } else { "" }
+            out.signals_used
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if truncated {
+                "; more left off to fit max_chars (lower k or use format=compact)"
+            } else {
+                ""
+            }
         );
         for l in &lines {
             text.push('\n');
@@ -330,7 +349,11 @@ impl Personkit {
         let result = SearchOutput {
             query: out.query,
             model: out.model,
-            signals_used: out.signals_used.iter().map(|s| s.as_str().to_owned()).collect(),
+            signals_used: out
+                .signals_used
+                .iter()
+                .map(|s| s.as_str().to_owned())
+                .collect(),
             hits: (format == Format::Full).then(|| hits[..kept].to_vec()),
             compact: (format == Format::Compact).then(|| compact::Compact {
                 total: kept as u64,
@@ -352,7 +375,10 @@ impl Personkit {
         output_schema = schema_for_output::<ThreadsOutput>(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
-    async fn list_threads(&self, Parameters(raw): Parameters<JsonObject>) -> Result<CallToolResult, String> {
+    async fn list_threads(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+    ) -> Result<CallToolResult, String> {
         let a: ListThreadsArgs = args(raw)?;
         let max = budget::chars(a.max_chars)?;
         let format = a.format.unwrap_or_default();
@@ -366,7 +392,12 @@ impl Personkit {
                     until: bound(a.until.as_deref(), now, "until")?,
                     words: a.words,
                 };
-                Ok(read::list_threads(conn, &filter, a.limit.unwrap_or(20), a.cursor.as_deref())?)
+                Ok(read::list_threads(
+                    conn,
+                    &filter,
+                    a.limit.unwrap_or(20),
+                    a.cursor.as_deref(),
+                )?)
             })
             .await
             .map_err(|f| fail("list_threads", f))?;
@@ -379,7 +410,10 @@ impl Personkit {
         if truncated {
             list.threads.truncate(kept);
             list.page.has_more = true;
-            list.page.next_cursor = list.threads.last().map(|t| format!("{}/{}", t.last_seen_at, t.id));
+            list.page.next_cursor = list
+                .threads
+                .last()
+                .map(|t| format!("{}/{}", t.last_seen_at, t.id));
         }
         let c = compact::threads(&list);
         let mut text = format!(
@@ -411,7 +445,10 @@ impl Personkit {
         output_schema = schema_for_output::<ThreadOutput>(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
-    async fn get_thread(&self, Parameters(raw): Parameters<JsonObject>) -> Result<CallToolResult, String> {
+    async fn get_thread(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+    ) -> Result<CallToolResult, String> {
         let a: GetThreadArgs = args(raw)?;
         let max = budget::chars(a.max_chars)?;
         let format = a.format.unwrap_or_default();
@@ -432,9 +469,17 @@ impl Personkit {
         let per_turn = (max / 4).max(1_000);
         let mut cut_any = false;
         for t in &mut d.turns {
-            cut_any |= budget::cut(&mut t.content, per_turn, &format!("get_message {} for all of it", t.id));
+            cut_any |= budget::cut(
+                &mut t.content,
+                per_turn,
+                &format!("get_message {} for all of it", t.id),
+            );
             for r in &mut t.revisions {
-                cut_any |= budget::cut(&mut r.content, per_turn / 4, &format!("get_message {} for all of it", r.id));
+                cut_any |= budget::cut(
+                    &mut r.content,
+                    per_turn / 4,
+                    &format!("get_message {} for all of it", r.id),
+                );
             }
         }
         let room = max.saturating_sub(budget::json_len(&d.thread) + 300);
@@ -457,7 +502,11 @@ impl Personkit {
             d.thread.title.as_deref().unwrap_or("untitled"),
             d.thread.turns,
             match &d.page.next_cursor {
-                Some(cur) => format!(" (showing {}-{}; more: cursor={cur})", d.turns.first().map_or(0, |t| t.index), d.turns.last().map_or(0, |t| t.index)),
+                Some(cur) => format!(
+                    " (showing {}-{}; more: cursor={cur})",
+                    d.turns.first().map_or(0, |t| t.index),
+                    d.turns.last().map_or(0, |t| t.index)
+                ),
                 None => String::new(),
             }
         );
@@ -485,7 +534,10 @@ impl Personkit {
         output_schema = schema_for_output::<MessageOutput>(),
         annotations(read_only_hint = true, open_world_hint = false)
     )]
-    async fn get_message(&self, Parameters(raw): Parameters<JsonObject>) -> Result<CallToolResult, String> {
+    async fn get_message(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+    ) -> Result<CallToolResult, String> {
         let a: GetMessageArgs = args(raw)?;
         let max = budget::chars(a.max_chars)?;
         let id = a.message_id.clone();
@@ -497,15 +549,22 @@ impl Personkit {
         let total = m.content.chars().count() as u64;
         let offset = a.offset.unwrap_or(0);
         if offset > total {
-            return Err(format!("offset {offset} is past the end of the message ({total} characters)"));
+            return Err(format!(
+                "offset {offset} is past the end of the message ({total} characters)"
+            ));
         }
         m.content = m.content.chars().skip(offset as usize).collect();
-        let room = max.saturating_sub(budget::json_len(&m) - budget::json_len(&m.content) + 200).max(200);
+        let room = max
+            .saturating_sub(budget::json_len(&m) - budget::json_len(&m.content) + 200)
+            .max(200);
         let shown_before = m.content.chars().count() as u64;
         let truncated = budget::cut(
             &mut m.content,
             room,
-            &format!("call get_message again with offset {}", offset + room as u64),
+            &format!(
+                "call get_message again with offset {}",
+                offset + room as u64
+            ),
         );
         let shown = if truncated { room as u64 } else { shown_before };
         let text = format!(
@@ -515,7 +574,11 @@ impl Personkit {
             compact::minute(m.occurred_at.as_deref().unwrap_or(&m.captured_at)),
             m.thread_title.as_deref().unwrap_or("untitled"),
             m.revision,
-            if m.is_current { ", current" } else { ", earlier" },
+            if m.is_current {
+                ", current"
+            } else {
+                ", earlier"
+            },
             offset,
             offset + shown,
             total,
@@ -583,7 +646,9 @@ impl Personkit {
             match &out.embedding.model {
                 Some(m) => format!(
                     "{m}, {} of {} messages, {} pending",
-                    out.embedding.messages_embedded, out.embedding.messages_total, out.embedding.pending
+                    out.embedding.messages_embedded,
+                    out.embedding.messages_total,
+                    out.embedding.pending
                 ),
                 None => "none configured (search uses words and time)".into(),
             }

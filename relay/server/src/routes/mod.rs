@@ -102,7 +102,10 @@ async fn check_origin(
     let allowed = origin
         .to_str()
         .ok()
-        .and_then(|o| o.strip_prefix("http://").or_else(|| o.strip_prefix("https://")))
+        .and_then(|o| {
+            o.strip_prefix("http://")
+                .or_else(|| o.strip_prefix("https://"))
+        })
         .filter(|authority| !authority.contains(['/', '@', '?', '#']))
         .is_some_and(|authority| st.config.host_allowed(authority));
     if allowed {
