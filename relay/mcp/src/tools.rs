@@ -355,7 +355,7 @@ impl Personkit {
                 .map(|s| s.as_str().to_owned())
                 .collect(),
             hits: (format == Format::Full).then(|| hits[..kept].to_vec()),
-            compact: (format == Format::Compact).then(|| compact::Compact {
+            compact: (format == Format::Compact).then_some(compact::Compact {
                 total: kept as u64,
                 limit: k,
                 has_more: truncated,
