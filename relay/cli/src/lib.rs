@@ -31,15 +31,26 @@ pub enum Command {
     Serve(cmd::serve::ServeArgs),
     /// Print a one-time pairing code (valid 10 minutes) for a new device.
     Pair(cmd::devices::PairArgs),
-    /// List or revoke paired devices.
+    /// List or revoke paired devices and agent tokens.
     #[command(subcommand)]
     Devices(DevicesCommand),
+    /// Read-only tokens for your own agents (MCP clients over HTTP).
+    #[command(subcommand)]
+    Agents(AgentsCommand),
+    /// Serve the corpus to an MCP client over stdio (read-only). Register it with your MCP client; see README.
+    Mcp(cmd::mcp::McpArgs),
     /// Look into the corpus and search it.
     #[command(subcommand)]
     Corpus(CorpusCommand),
     /// Manage the local embedding model.
     #[command(subcommand)]
     Model(ModelCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// Make a read-only token for an agent (printed once); list and revoke it with `personkit devices`.
+    Add(cmd::devices::AgentAddArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,12 +92,14 @@ pub fn init_tracing(default_level: &str) {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    use cmd::{corpus, devices, model, serve};
+    use cmd::{corpus, devices, mcp, model, serve};
     match cli.command {
         Command::Serve(a) => serve::run(a),
         Command::Pair(a) => devices::pair(a),
         Command::Devices(DevicesCommand::List(a)) => devices::list(a),
         Command::Devices(DevicesCommand::Revoke(a)) => devices::revoke(a),
+        Command::Agents(AgentsCommand::Add(a)) => devices::add_agent(a),
+        Command::Mcp(a) => mcp::run(a),
         Command::Corpus(CorpusCommand::Health(a)) => corpus::health(a),
         Command::Corpus(CorpusCommand::Surfaces(a)) => corpus::surfaces(a),
         Command::Corpus(CorpusCommand::Messages(a)) => corpus::messages(a),

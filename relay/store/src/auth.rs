@@ -1,6 +1,8 @@
 //! Pairing and device auth. A pairing code is 8 characters from an unambiguous alphabet, valid 10 minutes,
 //! usable once, stored only as a hash. Redeeming it creates a device and a random 256-bit bearer token, stored
-//! only as its sha256. Revoking a device makes its token fail from the next request on.
+//! only as its sha256. Revoking a device makes its token fail from the next request on. An agent token
+//! ([`create_agent`], `personkit agents add`) is a read-only token for the user's own agents (MCP clients); it
+//! is stored, listed and revoked like a device's ([`Kind`]), and may not send turns.
 //!
 //! **Architecture invariant:** no secret (pairing code, token) is ever stored, logged or `Debug`-printed in the
 //! clear; the types holding them print `<redacted>`.
@@ -21,6 +23,8 @@ pub const CODE_LEN: usize = 8;
 pub const CODE_TTL: Duration = Duration::minutes(10);
 /// Prefix of device tokens, so a leaked one is recognisable.
 pub const TOKEN_PREFIX: &str = "pkt_";
+/// Prefix of agent tokens.
+pub const AGENT_TOKEN_PREFIX: &str = "pka_";
 /// Longest device name kept.
 pub const MAX_DEVICE_NAME_CHARS: usize = 100;
 
@@ -75,11 +79,36 @@ impl fmt::Debug for DeviceToken {
     }
 }
 
-/// A paired device as stored (without its token hash).
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A paired device (the extension, an importer): sends turns and reads.
+    Device,
+    /// An agent token: reads only.
+    Agent,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Device => "device",
+            Kind::Agent => "agent",
+        }
+    }
+
+    /// Whether this token may store turns.
+    pub fn can_ingest(self) -> bool {
+        self == Kind::Device
+    }
+}
+
+/// A paired device or an agent, as stored (without its token hash).
 #[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct Device {
     pub id: String,
     pub name: String,
+    pub kind: Kind,
     pub created_at: String,
     pub last_seen_at: Option<String>,
     pub revoked_at: Option<String>,
@@ -90,6 +119,7 @@ impl fmt::Debug for Device {
         f.debug_struct("Device")
             .field("id", &self.id)
             .field("name", &self.name)
+            .field("kind", &self.kind)
             .field("token", &"<redacted>")
             .field("revoked", &self.revoked_at.is_some())
             .finish()
@@ -162,36 +192,9 @@ pub fn redeem_pairing_code(
     now: OffsetDateTime,
 ) -> Result<(Device, DeviceToken), AuthError> {
     let code = normalize_code(code).ok_or(AuthError::InvalidCode)?;
-    let name: String = {
-        let trimmed = device_name.trim();
-        let n = if trimmed.is_empty() {
-            "unnamed device"
-        } else {
-            trimmed
-        };
-        n.chars()
-            .filter(|c| !c.is_control())
-            .take(MAX_DEVICE_NAME_CHARS)
-            .collect()
-    };
-    let token = format!("{TOKEN_PREFIX}{}", hex::encode(random_bytes::<32>()?));
-    let device = Device {
-        id: uuid::Uuid::new_v4().to_string(),
-        name,
-        created_at: fmt_time(now),
-        last_seen_at: None,
-        revoked_at: None,
-    };
+    let (device, token) = new_device(Kind::Device, device_name, now)?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    tx.execute(
-        "INSERT INTO devices(id, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
-        params![
-            device.id,
-            device.name,
-            hash_secret(&token),
-            device.created_at
-        ],
-    )?;
+    insert_device(&tx, &device, &token)?;
     let used = tx.execute(
         "UPDATE pairing_codes SET used_at = ?2, device_id = ?3
          WHERE code_hash = ?1 AND used_at IS NULL AND expires_at > ?2",
@@ -202,17 +205,76 @@ pub fn redeem_pairing_code(
         return Err(AuthError::InvalidCode);
     }
     tx.commit()?;
+    Ok((device, token))
+}
+
+/// A device or agent with a fresh random 256-bit token (not stored yet).
+fn new_device(
+    kind: Kind,
+    name: &str,
+    now: OffsetDateTime,
+) -> Result<(Device, DeviceToken), DbError> {
+    let trimmed = name.trim();
+    let name = if trimmed.is_empty() {
+        format!("unnamed {}", kind.as_str())
+    } else {
+        trimmed
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(MAX_DEVICE_NAME_CHARS)
+            .collect()
+    };
+    let prefix = match kind {
+        Kind::Device => TOKEN_PREFIX,
+        Kind::Agent => AGENT_TOKEN_PREFIX,
+    };
+    let token = format!("{prefix}{}", hex::encode(random_bytes::<32>()?));
+    let device = Device {
+        id: uuid::Uuid::new_v4().to_string(),
+        name,
+        kind,
+        created_at: fmt_time(now),
+        last_seen_at: None,
+        revoked_at: None,
+    };
     Ok((device, DeviceToken(token)))
+}
+
+fn insert_device(conn: &Connection, device: &Device, token: &DeviceToken) -> Result<(), DbError> {
+    conn.execute(
+        "INSERT INTO devices(id, name, kind, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            device.id,
+            device.name,
+            device.kind.as_str(),
+            hash_secret(token.expose()),
+            device.created_at
+        ],
+    )?;
+    Ok(())
+}
+
+/// Create an agent: a read-only token for the user's own agents (MCP clients), shown once.
+pub fn create_agent(
+    conn: &Connection,
+    name: &str,
+    now: OffsetDateTime,
+) -> Result<(Device, DeviceToken), DbError> {
+    let (agent, token) = new_device(Kind::Agent, name, now)?;
+    insert_device(conn, &agent, &token)?;
+    Ok((agent, token))
 }
 
 /// The device a bearer token belongs to, if the token is known and not revoked.
 pub fn authenticate(conn: &Connection, token: &str) -> Result<Option<Device>, DbError> {
-    if !token.starts_with(TOKEN_PREFIX) || token.len() > 128 {
+    if !(token.starts_with(TOKEN_PREFIX) || token.starts_with(AGENT_TOKEN_PREFIX))
+        || token.len() > 128
+    {
         return Ok(None);
     }
     Ok(conn
         .prepare_cached(
-            "SELECT id, name, created_at, last_seen_at, revoked_at FROM devices
+            "SELECT id, name, kind, created_at, last_seen_at, revoked_at FROM devices
              WHERE token_hash = ?1 AND revoked_at IS NULL",
         )?
         .query_row([hash_secret(token)], device_row)
@@ -220,19 +282,25 @@ pub fn authenticate(conn: &Connection, token: &str) -> Result<Option<Device>, Db
 }
 
 fn device_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Device> {
+    let kind: String = r.get(2)?;
     Ok(Device {
         id: r.get(0)?,
         name: r.get(1)?,
-        created_at: r.get(2)?,
-        last_seen_at: r.get(3)?,
-        revoked_at: r.get(4)?,
+        kind: if kind == "agent" {
+            Kind::Agent
+        } else {
+            Kind::Device
+        },
+        created_at: r.get(3)?,
+        last_seen_at: r.get(4)?,
+        revoked_at: r.get(5)?,
     })
 }
 
 /// Every device ever paired, oldest first.
 pub fn list_devices(conn: &Connection) -> Result<Vec<Device>, DbError> {
     let mut stmt = conn.prepare(
-        "SELECT id, name, created_at, last_seen_at, revoked_at FROM devices ORDER BY created_at, id",
+        "SELECT id, name, kind, created_at, last_seen_at, revoked_at FROM devices ORDER BY created_at, id",
     )?;
     let rows = stmt
         .query_map([], device_row)?
@@ -240,10 +308,10 @@ pub fn list_devices(conn: &Connection) -> Result<Vec<Device>, DbError> {
     Ok(rows)
 }
 
-/// Number of paired devices that are not revoked.
+/// Number of paired devices (not agents) that are not revoked.
 pub fn active_device_count(conn: &Connection) -> Result<u64, DbError> {
     Ok(conn.query_row(
-        "SELECT count(*) FROM devices WHERE revoked_at IS NULL",
+        "SELECT count(*) FROM devices WHERE revoked_at IS NULL AND kind = 'device'",
         [],
         |r| r.get(0),
     )?)
@@ -258,7 +326,7 @@ pub fn revoke_device(
     let pattern = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
     let matches: Vec<Device> = conn
         .prepare(
-            "SELECT id, name, created_at, last_seen_at, revoked_at FROM devices WHERE id LIKE ?1",
+            "SELECT id, name, kind, created_at, last_seen_at, revoked_at FROM devices WHERE id LIKE ?1",
         )?
         .query_map([pattern], device_row)?
         .collect::<Result<_, _>>()?;
@@ -277,7 +345,7 @@ pub fn revoke_device(
         params![device.id, fmt_time(now)],
     )?;
     Ok(conn.query_row(
-        "SELECT id, name, created_at, last_seen_at, revoked_at FROM devices WHERE id = ?1",
+        "SELECT id, name, kind, created_at, last_seen_at, revoked_at FROM devices WHERE id = ?1",
         [&device.id],
         device_row,
     )?)
@@ -375,6 +443,29 @@ mod tests {
         assert!(revoked.revoked_at.is_some());
         assert!(authenticate(&conn, token.expose()).unwrap().is_none());
         assert_eq!(active_device_count(&conn).unwrap(), 0);
+    }
+
+    #[test]
+    fn an_agent_token_authenticates_read_only_and_revokes_like_a_device() {
+        let (_d, conn) = corpus();
+        let (agent, token) = create_agent(&conn, "  claude\u{7}code ", T0).unwrap();
+        assert_eq!(agent.name, "claudecode");
+        assert!(token.expose().starts_with(AGENT_TOKEN_PREFIX));
+        let found = authenticate(&conn, token.expose()).unwrap().unwrap();
+        assert_eq!(found.kind, Kind::Agent);
+        assert!(!found.kind.can_ingest());
+        assert_eq!(
+            active_device_count(&conn).unwrap(),
+            0,
+            "an agent is not a paired device (serve still prints a pairing code)"
+        );
+        let hash: String = conn
+            .query_row("SELECT token_hash FROM devices", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(hash, hash_secret(token.expose()), "stored hashed");
+        assert_eq!(list_devices(&conn).unwrap()[0].kind, Kind::Agent);
+        revoke_device(&conn, &agent.id, T0).unwrap();
+        assert!(authenticate(&conn, token.expose()).unwrap().is_none());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `personkit-store` is the corpus: one SQLite file (WAL, `synchronous=FULL`, FTS5, sqlite-vec) and every query
 //! the relay runs on it. It opens and migrates the file ([`db`], [`migrations`]), stores batches of observations
-//! ([`ingest`]), keeps devices and pairing codes ([`auth`]), reports capture health ([`health`]) and the CLI's
-//! views ([`views`]), keeps vectors, their cache and their change log ([`vectors`]), answers the reads hybrid
+//! ([`ingest`]), keeps devices and pairing codes ([`auth`]), reports capture health ([`health`]), the CLI's
+//! views ([`views`]), the read layer of the MCP tools and read API ([`read`]), keeps vectors, their cache and their change log ([`vectors`]), answers the reads hybrid
 //! search needs ([`retrieval`]), and bulk-loads synthetic corpora for benchmarks ([`bulk`]).
 //!
 //! **Architecture invariant:** this is the only crate that depends on rusqlite or sqlite-vec, and the only one
@@ -17,6 +17,7 @@ pub mod db;
 pub mod health;
 pub mod ingest;
 pub mod migrations;
+pub mod read;
 pub mod retrieval;
 pub mod vectors;
 pub mod views;

@@ -558,6 +558,18 @@ impl Http {
         finish(req.send(body))
     }
 
+    /// POST with extra headers (e.g. Origin, Authorization) and a JSON body.
+    pub fn post_with(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+        let mut req = self
+            .agent
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        finish(req.send(body)).unwrap_or_else(|e| panic!("POST {path} failed: {e}"))
+    }
+
     pub fn post(&self, path: &str, token: Option<&str>, body: &[u8]) -> Resp {
         self.try_post(path, token, body)
             .unwrap_or_else(|e| panic!("POST {path} failed: {e}"))

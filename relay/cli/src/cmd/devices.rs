@@ -1,4 +1,5 @@
-//! `personkit pair` and `personkit devices list|revoke`: pairing codes and the devices they created.
+//! `personkit pair`, `personkit devices list|revoke` and `personkit agents add`: pairing codes, the devices they
+//! created, and read-only agent tokens (listed and revoked with the devices).
 
 use clap::{Args, Subcommand};
 use personkit_store::auth;
@@ -9,9 +10,9 @@ use crate::output::{ellipsize, print_json, print_table};
 
 #[derive(Debug, Subcommand)]
 pub enum DevicesCommand {
-    /// Every paired device, with its status.
+    /// Every paired device and agent token, with its status.
     List(JsonArgs),
-    /// Revoke a device: its token stops working at once.
+    /// Revoke a device or agent: its token stops working at once.
     Revoke(RevokeArgs),
 }
 
@@ -32,6 +33,40 @@ pub struct RevokeArgs {
     pub db: DbArg,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AgentAddArgs {
+    /// A name to recognise the agent by, e.g. claude-code.
+    pub name: String,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Print `{"id", "name", "kind", "token", "created_at"}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn add_agent(a: AgentAddArgs) -> anyhow::Result<()> {
+    let conn = a.db.open_existing()?;
+    let (agent, token) = auth::create_agent(&conn, &a.name, Clock::system().now())?;
+    if a.json {
+        return print_json(&serde_json::json!({
+            "id": agent.id, "name": agent.name, "kind": agent.kind, "token": token.expose(),
+            "created_at": agent.created_at,
+        }));
+    }
+    println!(
+        "agent {} ({}) added. Its read-only token, shown only now:\n\n    {}\n",
+        agent.name,
+        agent.id,
+        token.expose()
+    );
+    println!(
+        "Give it to your MCP client as `Authorization: Bearer <token>` for http://127.0.0.1:8787/mcp (see README).\n\
+         It can search and read the corpus, not add to it. Revoke it with `personkit devices revoke {}`.",
+        &agent.id[..8.min(agent.id.len())]
+    );
+    Ok(())
 }
 
 pub fn pair(a: PairArgs) -> anyhow::Result<()> {
@@ -67,6 +102,7 @@ pub fn list(a: JsonArgs) -> anyhow::Result<()> {
         .map(|d| {
             vec![
                 d.id.clone(),
+                d.kind.as_str().to_owned(),
                 ellipsize(&d.name, 40),
                 d.created_at.clone(),
                 d.last_seen_at.clone().unwrap_or_else(|| "-".into()),
@@ -78,7 +114,10 @@ pub fn list(a: JsonArgs) -> anyhow::Result<()> {
             ]
         })
         .collect();
-    print_table(&["id", "name", "paired", "last seen", "status"], &rows)
+    print_table(
+        &["id", "kind", "name", "paired", "last seen", "status"],
+        &rows,
+    )
 }
 
 pub fn revoke(a: RevokeArgs) -> anyhow::Result<()> {

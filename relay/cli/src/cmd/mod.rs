@@ -2,5 +2,6 @@
 
 pub mod corpus;
 pub mod devices;
+pub mod mcp;
 pub mod model;
 pub mod serve;

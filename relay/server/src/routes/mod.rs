@@ -27,8 +27,22 @@ use crate::state::{AppState, AuthedDevice};
 /// Largest body of any route other than `/v1/observations`.
 const SMALL_BODY_BYTES: usize = 16 * 1024;
 
-/// The router: public `/v1/health` and `/v1/pair`; everything else under `/v1` behind a device token.
+/// The router: public `/v1/health` and `/v1/pair`; everything else under `/v1` behind a device token; the MCP
+/// server at `/mcp` behind a device or agent token and the Origin check.
 pub fn app(state: AppState) -> Router {
+    let backend = personkit_mcp::Backend::new(
+        state.db.clone(),
+        state.indexes.clone(),
+        state.embedder.clone(),
+        state.clock.clone(),
+    );
+    let mcp = Router::new()
+        .route_service("/mcp", personkit_mcp::http_service(backend))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            require_device,
+        ))
+        .route_layer(middleware::from_fn_with_state(state.clone(), check_origin));
     let protected = Router::new()
         .route("/v1/observations", post(observations::post_observations))
         .route("/v1/me/capture-health", get(health::get_capture_health))
@@ -41,6 +55,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/health", get(health::get_health))
         .route("/v1/pair", post(pair::post_pair))
         .merge(protected)
+        .merge(mcp)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(log_request))
@@ -70,6 +85,38 @@ async fn check_host(
             "this relay does not answer to that host name",
             "connect to it as 127.0.0.1 or localhost, or start it with --allow-host <name> (or --public-url <url>)",
         )),
+    }
+}
+
+/// The MCP transport's rule against DNS rebinding and cross-site requests: a request that carries an `Origin`
+/// must come from a page of this relay's own host names (loopback, `--allow-host`); MCP clients that are not
+/// browsers send none.
+async fn check_origin(
+    State(st): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, AppError> {
+    let Some(origin) = req.headers().get(header::ORIGIN) else {
+        return Ok(next.run(req).await);
+    };
+    let allowed = origin
+        .to_str()
+        .ok()
+        .and_then(|o| {
+            o.strip_prefix("http://")
+                .or_else(|| o.strip_prefix("https://"))
+        })
+        .filter(|authority| !authority.contains(['/', '@', '?', '#']))
+        .is_some_and(|authority| st.config.host_allowed(authority));
+    if allowed {
+        Ok(next.run(req).await)
+    } else {
+        Err(AppError::new(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            "requests to /mcp from a web page of another site are refused",
+            "connect from an MCP client (which sends no Origin), or from a page served by this relay's own host name",
+        ))
     }
 }
 

@@ -27,6 +27,14 @@ pub(super) async fn post_observations(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<BatchResponse>, AppError> {
+    if !device.kind.can_ingest() {
+        return Err(AppError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "read_only_token",
+            "this is an agent token: it may read the corpus but not add to it",
+            "send turns with a paired device's token (`personkit pair`)",
+        ));
+    }
     let (max_items, max_bytes) = (st.config.max_batch_items, st.config.max_batch_bytes);
     let declared = headers
         .get(header::CONTENT_LENGTH)

@@ -1,0 +1,36 @@
+//! `personkit mcp`: the MCP server over stdio on the local corpus, for MCP clients that start it as a process
+//! (Claude Desktop, Claude Code). It opens the corpus read-only and never writes it; it runs beside a relay.
+//! Logs go to stderr (stdout carries the protocol).
+
+use anyhow::{Context, anyhow};
+use clap::Args;
+use personkit_search::Indexes;
+use personkit_store::clock::Clock;
+
+use crate::args::DbArg;
+
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+}
+
+pub fn run(a: McpArgs) -> anyhow::Result<()> {
+    let conn = a.db.open_read_only()?;
+    // The configured embedder gives search its meaning signal; without one (or if it fails to load) search
+    // still answers from words, entities and time, as `serve` does.
+    let embedder = personkit_server::jobs::configured_embedder(&a.db.path());
+    let backend = personkit_mcp::Backend::new(
+        std::sync::Arc::new(personkit_mcp::SingleReader::new(conn)),
+        Indexes::new(),
+        embedder,
+        Clock::system(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(personkit_mcp::serve_stdio(backend))
+        .map_err(|e| anyhow!("{e}"))
+}

@@ -1,0 +1,649 @@
+//! The MCP server end to end: the SDK's own client (rmcp) drives the real `personkit mcp` process over stdio and
+//! a real relay's `/mcp` over Streamable HTTP, on a corpus built through `POST /v1/observations`, speaking both
+//! the current protocol revision (2026-07-28, no handshake) and the previous one (2025-11-25, `initialize`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use personkit_shared::wire::Role;
+use personkit_testkit::{Relay, temp_db, turn_at};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use serde_json::{Value, json};
+
+const GPT: &str = "browser-ext:chatgpt";
+const CLAUDE: &str = "browser-ext:claude";
+const LONG_CHARS: usize = 30_000;
+
+type Client = RunningService<RoleClient, ()>;
+
+/// Both lifecycles a client may use: the current revision and the previous one's handshake.
+fn lifecycles() -> Vec<(&'static str, ClientLifecycleMode)> {
+    vec![
+        (
+            "2026-07-28",
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        ),
+        ("2025-11-25 initialize", ClientLifecycleMode::Initialize),
+    ]
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn at(minute: u32) -> String {
+    // Recent enough for green lights: within the last minutes.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    personkit_testkit::rfc3339(now - 600 + u64::from(minute) * 10)
+}
+
+/// A relay with a paired device and a corpus: a ChatGPT thread about a Postgres migration (one answer edited,
+/// one very long answer) and a Claude thread about soup.
+fn relay_with_corpus() -> (tempfile::TempDir, Relay, String) {
+    let (dir, db) = temp_db();
+    let relay = Relay::start(&db, &[]);
+    let token = relay.pair_printed("laptop");
+    let titled = |mut v: Value, title: &str, url: &str| {
+        v["title"] = json!(title);
+        v["url"] = json!(url);
+        v
+    };
+    let pg = |role, text: &str, ord, m| {
+        titled(
+            turn_at(GPT, "pg", role, text, Some(ord), None, &at(m)),
+            "Postgres migration plan",
+            "https://chatgpt.com/c/pg",
+        )
+    };
+    let long = format!(
+        "Appendix: {}",
+        "the rollback steps in detail. ".repeat(LONG_CHARS / 29 + 1)
+    );
+    let items = vec![
+        pg(
+            Role::User,
+            "what did we decide about the postgres migration?",
+            0,
+            0,
+        ),
+        pg(Role::Assistant, "draft: migrate in one go", 1, 1),
+        pg(
+            Role::Assistant,
+            "We decided to migrate the postgres cluster table by table with logical replication.",
+            1,
+            2,
+        ),
+        pg(Role::User, "and the rollback?", 2, 3),
+        pg(Role::Assistant, &long, 3, 4),
+        titled(
+            turn_at(
+                CLAUDE,
+                "soup",
+                Role::User,
+                "a recipe for lentil soup",
+                Some(0),
+                None,
+                &at(5),
+            ),
+            "Soup",
+            "https://claude.ai/chat/soup",
+        ),
+    ];
+    let r = relay.http.send_batch(&token, &items);
+    assert_eq!(r["stored"], 6, "{r}");
+    (dir, relay, token)
+}
+
+async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+    let Value::Object(map) = args else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(map))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"))
+}
+
+fn ok(r: &CallToolResult) -> Value {
+    assert_ne!(r.is_error, Some(true), "tool error: {:?}", text(r));
+    r.structured_content.clone().expect("structured content")
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn tool_error(r: &CallToolResult, contains: &str) {
+    assert_eq!(
+        r.is_error,
+        Some(true),
+        "expected a tool error, got {:?}",
+        r.structured_content
+    );
+    let t = text(r);
+    assert!(t.contains(contains), "error text {t:?} lacks {contains:?}");
+}
+
+/// Every tool, called the way an agent would, checked against the corpus the relay was sent.
+async fn exercise(client: &Client) {
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "corpus_health",
+            "get_message",
+            "get_thread",
+            "list_threads",
+            "search"
+        ]
+    );
+    for t in &tools {
+        assert!(t.output_schema.is_some(), "{} has an output schema", t.name);
+        assert!(
+            t.description.as_ref().is_some_and(|d| d.len() < 140),
+            "{} terse description",
+            t.name
+        );
+        assert_eq!(
+            t.annotations.as_ref().and_then(|a| a.read_only_hint),
+            Some(true)
+        );
+    }
+    let search = tools.iter().find(|t| t.name == "search").unwrap();
+    assert!(
+        search
+            .input_schema
+            .get("properties")
+            .and_then(|p| p.get("since"))
+            .is_some()
+    );
+
+    // search: finds the decision, says why, carries ids.
+    let r = call(
+        client,
+        "search",
+        json!({"query": "postgres migration decision", "k": 5}),
+    )
+    .await;
+    let v = ok(&r);
+    let hits = v["hits"].as_array().unwrap();
+    assert!(!hits.is_empty(), "{v}");
+    let decided = hits
+        .iter()
+        .find(|h| {
+            h["snippet"]
+                .as_str()
+                .unwrap()
+                .contains("logical replication")
+        })
+        .unwrap_or_else(|| panic!("the decision is among the hits: {v}"));
+    assert_eq!(decided["surface"], GPT);
+    assert_eq!(decided["thread_title"], "Postgres migration plan");
+    assert!(
+        decided["matched_via"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("fts"))
+    );
+    assert!(
+        hits.iter().all(|h| h["surface"] == GPT),
+        "soup does not match: {v}"
+    );
+    assert!(
+        text(&r).contains("logical replication"),
+        "text form: {}",
+        text(&r)
+    );
+    let thread_id = decided["thread_id"].as_str().unwrap().to_owned();
+    // Filters: role and surface.
+    let v = ok(&call(
+        client,
+        "search",
+        json!({"query": "postgres", "role": "user"}),
+    )
+    .await);
+    assert!(
+        v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["role"] == "user"),
+        "{v}"
+    );
+    let v = ok(&call(
+        client,
+        "search",
+        json!({"query": "postgres", "surface": CLAUDE}),
+    )
+    .await);
+    assert_eq!(v["hits"].as_array().unwrap().len(), 0, "{v}");
+    // Compact form: lines and full ids side by side.
+    let v = ok(&call(
+        client,
+        "search",
+        json!({"query": "postgres", "format": "compact"}),
+    )
+    .await);
+    let c = &v["compact"];
+    assert_eq!(
+        c["lines"].as_array().unwrap().len(),
+        c["ids"].as_array().unwrap().len()
+    );
+    assert!(v.get("hits").is_none());
+    let first_id = c["ids"][0].as_str().unwrap();
+    assert!(c["lines"][0].as_str().unwrap().starts_with(&first_id[..8]));
+
+    // list_threads: newest activity first, filters, cursor.
+    let v = ok(&call(client, "list_threads", json!({})).await);
+    let threads = v["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2);
+    assert_eq!(threads[0]["title"], "Soup", "newest activity first: {v}");
+    assert_eq!(threads[1]["turns"], 4, "the edit is one turn: {v}");
+    assert_eq!(v["page"]["total"], 2);
+    let p1 = ok(&call(client, "list_threads", json!({"limit": 1})).await);
+    assert_eq!(p1["page"]["has_more"], true);
+    let cursor = p1["page"]["next_cursor"].as_str().unwrap();
+    let p2 = ok(&call(
+        client,
+        "list_threads",
+        json!({"limit": 1, "cursor": cursor}),
+    )
+    .await);
+    assert_eq!(p2["threads"][0]["id"], thread_id);
+    assert_eq!(p2["page"]["has_more"], false);
+    let v = ok(&call(
+        client,
+        "list_threads",
+        json!({"words": "rollback", "since": "1d"}),
+    )
+    .await);
+    assert_eq!(v["page"]["total"], 1, "{v}");
+    let v = ok(&call(client, "list_threads", json!({"format": "compact"})).await);
+    assert!(
+        v["compact"]["lines"][0]
+            .as_str()
+            .unwrap()
+            .contains("\"Soup\""),
+        "{v}"
+    );
+
+    // get_thread by id prefix: turns in order, the edit as a revision, the long answer cut within budget.
+    let r = call(
+        client,
+        "get_thread",
+        json!({"thread_id": &thread_id[..8], "max_chars": 8000}),
+    )
+    .await;
+    let v = ok(&r);
+    let json_len = serde_json::to_string(&v).unwrap().len();
+    assert!(json_len <= 8000 + 500, "budget kept: {json_len} chars");
+    assert_eq!(v["thread"]["url"], "https://chatgpt.com/c/pg");
+    let turns = v["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 4);
+    assert_eq!(turns[0]["role"], "user");
+    assert!(
+        turns[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("table by table")
+    );
+    assert_eq!(
+        turns[1]["revisions"][0]["content"],
+        "draft: migrate in one go"
+    );
+    assert_eq!(v["truncated"], true, "the long answer was cut");
+    let long_turn = turns[3]["content"].as_str().unwrap();
+    assert!(
+        long_turn.contains("[cut: ") && long_turn.contains("get_message"),
+        "cut marked"
+    );
+    let long_id = turns[3]["id"].as_str().unwrap().to_owned();
+    let v = ok(&call(
+        client,
+        "get_thread",
+        json!({"thread_id": &thread_id, "current_only": true, "limit": 2}),
+    )
+    .await);
+    assert!(
+        v["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("revisions").is_none())
+    );
+    assert_eq!(v["page"]["next_cursor"], "3");
+    let v = ok(&call(
+        client,
+        "get_thread",
+        json!({"thread_id": &thread_id, "cursor": "3", "format": "compact"}),
+    )
+    .await);
+    assert_eq!(v["compact"]["lines"].as_array().unwrap().len(), 2);
+    assert!(
+        v["compact"]["lines"][0]
+            .as_str()
+            .unwrap()
+            .contains("#3 user"),
+        "{v}"
+    );
+
+    // get_message: the whole long answer in pieces, continuing at the offset.
+    let v = ok(&call(
+        client,
+        "get_message",
+        json!({"message_id": &long_id, "max_chars": 10000}),
+    )
+    .await);
+    assert_eq!(v["truncated"], true);
+    let total = v["content_chars"].as_u64().unwrap();
+    assert!(total as usize >= LONG_CHARS);
+    let mut got: String = v["message"]["content"]
+        .as_str()
+        .unwrap()
+        .split("… [cut:")
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut offset = got.chars().count() as u64;
+    while offset < total {
+        let v = ok(&call(
+            client,
+            "get_message",
+            json!({"message_id": &long_id, "offset": offset, "max_chars": 10000}),
+        )
+        .await);
+        let part = v["message"]["content"]
+            .as_str()
+            .unwrap()
+            .split("… [cut:")
+            .next()
+            .unwrap()
+            .to_owned();
+        assert!(!part.is_empty());
+        offset += part.chars().count() as u64;
+        got.push_str(&part);
+    }
+    assert!(got.starts_with("Appendix: the rollback steps"));
+    assert_eq!(
+        got.chars().count() as u64,
+        total,
+        "pieces add up to the whole"
+    );
+
+    // corpus_health: both surfaces green with reasons, counts, schema version, embedding state.
+    let r = call(client, "corpus_health", json!({})).await;
+    let v = ok(&r);
+    assert_eq!(v["counts"]["threads"], 2);
+    assert_eq!(v["counts"]["turns"], 5);
+    assert_eq!(v["counts"]["messages"], 6);
+    assert!(v["schema_version"].as_u64().unwrap() >= 7);
+    let s = v["surfaces"].as_array().unwrap();
+    assert_eq!(s.len(), 2);
+    for surface in s {
+        assert_eq!(surface["status"], "green", "{surface}");
+        assert!(
+            surface["reason"].as_str().unwrap().contains("accepted"),
+            "{surface}"
+        );
+    }
+    assert!(v["embedding"].is_object());
+    assert!(
+        text(&r).contains("browser-ext:claude Green"),
+        "{}",
+        text(&r)
+    );
+
+    // Bad arguments: tool errors that say what is wrong, and the server keeps answering.
+    tool_error(
+        &call(client, "search", json!({"query": "x", "kk": 3})).await,
+        "unknown field `kk`",
+    );
+    tool_error(
+        &call(client, "search", json!({"query": "x", "k": 0})).await,
+        "k must be between",
+    );
+    tool_error(
+        &call(client, "search", json!({"query": "   "})).await,
+        "query is empty",
+    );
+    tool_error(
+        &call(client, "search", json!({"query": "x", "role": "wizard"})).await,
+        "role",
+    );
+    tool_error(
+        &call(
+            client,
+            "search",
+            json!({"query": "x", "since": "last tuesday"}),
+        )
+        .await,
+        "not a time bound",
+    );
+    tool_error(
+        &call(client, "search", json!({"query": 42})).await,
+        "bad arguments",
+    );
+    tool_error(
+        &call(client, "get_thread", json!({"thread_id": "nope"})).await,
+        "no thread",
+    );
+    tool_error(
+        &call(
+            client,
+            "get_thread",
+            json!({"thread_id": &thread_id, "cursor": "x"}),
+        )
+        .await,
+        "cursor",
+    );
+    tool_error(
+        &call(client, "list_threads", json!({"cursor": "garbage"})).await,
+        "cursor",
+    );
+    tool_error(
+        &call(client, "list_threads", json!({"limit": 100000})).await,
+        "limit",
+    );
+    tool_error(
+        &call(
+            client,
+            "get_message",
+            json!({"message_id": &long_id, "offset": total + 1}),
+        )
+        .await,
+        "past the end",
+    );
+    tool_error(
+        &call(
+            client,
+            "get_message",
+            json!({"message_id": &long_id, "max_chars": 5}),
+        )
+        .await,
+        "max_chars",
+    );
+    let v = ok(&call(client, "corpus_health", json!({})).await);
+    assert_eq!(v["counts"]["threads"], 2, "still serving after bad calls");
+}
+
+#[test]
+fn stdio_serves_every_tool_read_only() {
+    let (_dir, relay, _token) = relay_with_corpus();
+    let before = relay.cli_json(&["corpus", "health", "--json"]);
+    let rt = rt();
+    for (name, lifecycle) in lifecycles() {
+        rt.block_on(async {
+            let mut cmd = tokio::process::Command::new(personkit_testkit::bin());
+            cmd.arg("mcp")
+                .arg("--db")
+                .arg(&relay.db)
+                .env("HOME", relay.db.parent().unwrap())
+                .env_remove("PERSONKIT_DB");
+            let transport = TokioChildProcess::new(cmd).expect("spawn personkit mcp");
+            let client =
+                ().serve_with_lifecycle(transport, lifecycle)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "{name}: the client could not start a session with personkit mcp: {e}"
+                        )
+                    });
+            let info = client.peer_info().expect("server info");
+            assert_eq!(
+                info.server_info.as_ref().map(|i| i.name.as_str()),
+                Some("personkit"),
+                "{name}"
+            );
+            exercise(&client).await;
+            client.cancel().await.unwrap();
+        });
+    }
+    let after = relay.cli_json(&["corpus", "health", "--json"]);
+    assert_eq!(
+        before["tables"], after["tables"],
+        "personkit mcp wrote nothing"
+    );
+}
+
+fn http_client_config(relay: &Relay, token: &str) -> StreamableHttpClientTransportConfig {
+    StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", relay.base))
+        .auth_header(token.to_owned())
+}
+
+#[test]
+fn http_serves_agents_and_devices_and_refuses_the_rest() {
+    let (_dir, relay, device_token) = relay_with_corpus();
+    let agent = relay.cli_json(&["agents", "add", "claude-code", "--json"]);
+    let agent_token = agent["token"].as_str().unwrap().to_owned();
+    assert!(agent_token.starts_with("pka_"));
+    let listed = relay.cli_json(&["devices", "list", "--json"]);
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["kind"] == "agent" && d["name"] == "claude-code"),
+        "agents are listed with the devices: {listed}"
+    );
+    let rt = rt();
+    for (name, lifecycle) in lifecycles() {
+        rt.block_on(async {
+            let transport = StreamableHttpClientTransport::from_config(http_client_config(
+                &relay,
+                &agent_token,
+            ));
+            let client = ()
+                .serve_with_lifecycle(transport, lifecycle)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: no session over HTTP: {e}"));
+            exercise(&client).await;
+            client.cancel().await.unwrap();
+        });
+    }
+    // A paired device's token reads too.
+    rt.block_on(async {
+        let transport =
+            StreamableHttpClientTransport::from_config(http_client_config(&relay, &device_token));
+        let client =
+            ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                .await
+                .unwrap();
+        let v = ok(&call(&client, "list_threads", json!({})).await);
+        assert_eq!(v["page"]["total"], 2);
+        client.cancel().await.unwrap();
+    });
+
+    // The agent token cannot add to the corpus.
+    let item = turn_at(GPT, "x", Role::User, "sneaky", Some(0), None, &at(0));
+    relay
+        .http
+        .post_json(
+            "/v1/observations",
+            Some(&agent_token),
+            &json!({"observations": [item]}),
+        )
+        .assert_error(403, "read_only_token");
+
+    let list_body = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let accept = ("accept", "application/json, text/event-stream");
+    let bearer = format!("Bearer {agent_token}");
+    // Unauthenticated and unknown tokens are refused.
+    relay
+        .http
+        .post_with("/mcp", &[accept], list_body)
+        .assert_error(401, "unauthorized");
+    relay
+        .http
+        .post_with(
+            "/mcp",
+            &[accept, ("authorization", "Bearer pka_0000")],
+            list_body,
+        )
+        .assert_error(401, "unauthorized");
+    // A page of another site is refused even with a token; one of the relay's own names is not.
+    for origin in [
+        "https://evil.example",
+        "http://127.0.0.1.evil.example:80",
+        "null",
+        "chrome-extension://abc",
+    ] {
+        relay
+            .http
+            .post_with(
+                "/mcp",
+                &[accept, ("authorization", &bearer), ("origin", origin)],
+                list_body,
+            )
+            .assert_error(403, "origin_not_allowed");
+    }
+    let own = relay.http.post_with(
+        "/mcp",
+        &[
+            accept,
+            ("authorization", &bearer),
+            ("origin", "http://localhost:6274"),
+        ],
+        list_body,
+    );
+    assert_eq!(own.status, 200, "{}", own.body);
+    // A wrong Host is refused before anything else (the relay's one Host rule).
+    relay
+        .http
+        .post_with(
+            "/mcp",
+            &[accept, ("authorization", &bearer), ("host", "evil.example")],
+            list_body,
+        )
+        .assert_error(421, "host_not_allowed");
+
+    // Revoked: refused from the next request on, over raw HTTP and through the SDK client.
+    let id = agent["id"].as_str().unwrap();
+    relay.cli(&["devices", "revoke", &id[..8]]).ok();
+    relay
+        .http
+        .post_with("/mcp", &[accept, ("authorization", &bearer)], list_body)
+        .assert_error(401, "unauthorized");
+    rt.block_on(async {
+        let transport =
+            StreamableHttpClientTransport::from_config(http_client_config(&relay, &agent_token));
+        let started = ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize).await;
+        assert!(started.is_err(), "a revoked agent gets no session");
+    });
+}

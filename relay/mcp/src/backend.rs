@@ -1,0 +1,102 @@
+//! What the tools read through: a [`ReadAccess`] (the server's connection pool, or one read-only connection for
+//! `personkit mcp`), the vector indexes and embedder of whoever serves, and the clock.
+
+use std::sync::{Arc, Mutex};
+
+use personkit_embed::SharedEmbedder;
+use personkit_search::Indexes;
+use personkit_store::clock::Clock;
+use personkit_store::{Connection, Db, DbError};
+
+/// Runs a closure on a connection that reads the corpus.
+pub trait ReadAccess: Send + Sync + std::fmt::Debug + 'static {
+    fn with_reader(&self, f: &mut dyn FnMut(&Connection)) -> Result<(), DbError>;
+}
+
+/// The server's pool: each call borrows a reader.
+impl ReadAccess for Db {
+    fn with_reader(&self, f: &mut dyn FnMut(&Connection)) -> Result<(), DbError> {
+        self.read(|c| -> Result<(), DbError> {
+            f(c);
+            Ok(())
+        })
+    }
+}
+
+/// One connection (opened read-only by `personkit mcp`), used by one call at a time.
+#[derive(Debug)]
+pub struct SingleReader(Mutex<Connection>);
+
+impl SingleReader {
+    pub fn new(conn: Connection) -> SingleReader {
+        SingleReader(Mutex::new(conn))
+    }
+}
+
+impl ReadAccess for SingleReader {
+    fn with_reader(&self, f: &mut dyn FnMut(&Connection)) -> Result<(), DbError> {
+        // A panic in a read leaves nothing half-written (reads write nothing), so a poisoned lock is usable.
+        let conn = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&conn);
+        Ok(())
+    }
+}
+
+/// Everything a tool call needs. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Backend {
+    pub access: Arc<dyn ReadAccess>,
+    pub indexes: Indexes,
+    pub embedder: SharedEmbedder,
+    pub clock: Clock,
+}
+
+/// A failed read, as the tools report it.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// Shown to the caller as is: what was wrong with the request and what to do.
+    Caller(String),
+    /// Logged; the caller gets a generic message.
+    Internal(String),
+}
+
+impl Backend {
+    pub fn new(
+        access: Arc<dyn ReadAccess>,
+        indexes: Indexes,
+        embedder: SharedEmbedder,
+        clock: Clock,
+    ) -> Backend {
+        Backend {
+            access,
+            indexes,
+            embedder,
+            clock,
+        }
+    }
+
+    /// Runs `f` on a reader on a blocking thread.
+    pub(crate) async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection, &Backend) -> Result<T, Fail> + Send + 'static,
+    ) -> Result<T, Fail> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut f = Some(f);
+            let mut out = None;
+            me.access
+                .with_reader(&mut |c| {
+                    if let Some(f) = f.take() {
+                        out = Some(f(c, &me));
+                    }
+                })
+                .map_err(|e| Fail::Internal(e.to_string()))?;
+            out.unwrap_or_else(|| Err(Fail::Internal("the reader ran nothing".into())))
+        })
+        .await
+        .map_err(|e| Fail::Internal(format!("the read task failed: {e}")))?
+    }
+}
