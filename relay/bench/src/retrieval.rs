@@ -222,7 +222,7 @@ pub struct RetrievalOpts {
     pub config: EmbedderConfig,
     /// Extra methods to report besides [`methods`].
     pub extra: Vec<Method>,
-    /// Also measure vectors computed from each turn followed by the turn before it (on a copy of the corpus).
+    /// Also measure vectors computed from each turn alone, without the turn before it (on a copy of the corpus).
     pub previous_turn: bool,
 }
 
@@ -256,8 +256,8 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
     let ingest_secs = t0.elapsed().as_secs_f64();
     let mut conn = personkit_store::db::open(&db_path)?;
     let embedder = embed::build(&opts.config).map_err(|e| anyhow!("{e} ({})", e.hint()))?;
-    // The previous-turn variant gets its own copy of the corpus, made before anything is embedded.
-    let ctx_path = db_path.with_extension("previous-turn.db");
+    // The turn-only variant gets its own copy of the corpus, made before anything is embedded.
+    let ctx_path = db_path.with_extension("turn-only.db");
     let ctx = match (&embedder, opts.previous_turn) {
         (Some(_), true) => {
             let _ = std::fs::remove_file(&ctx_path);
@@ -268,7 +268,12 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
     };
     let t1 = Instant::now();
     if let Some(e) = &embedder {
-        embed_all(&mut conn, e.as_ref(), turns, indexer::EmbedText::Turn)?;
+        embed_all(
+            &mut conn,
+            e.as_ref(),
+            turns,
+            indexer::EmbedText::for_embedder(e.as_ref()),
+        )?;
     }
     let embed_secs = t1.elapsed().as_secs_f64();
     let mut all = methods();
@@ -290,7 +295,7 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
             .collect();
         let (more, _, _) = evaluate(&ctx, Some(e.as_ref()), &convs, &with_vectors)?;
         results.extend(more.into_iter().map(|mut r| {
-            r.method = format!("{} + previous turn in vector text", r.method);
+            r.method = format!("{}, vectors of the turn alone", r.method);
             r
         }));
         drop(ctx);

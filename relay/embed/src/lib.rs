@@ -85,6 +85,11 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
     fn endpoint(&self) -> Option<&str> {
         None
     }
+    /// Whether a message's vector is computed from the message followed by the one before it in its thread (a
+    /// reply then carries what it answers). The indexer reads it; [`build`] turns it on for every embedder.
+    fn previous_turn_context(&self) -> bool {
+        false
+    }
     /// `model_id@model_version`: the key under which vectors are cached.
     fn model_key(&self) -> String {
         format!("{}@{}", self.model_id(), self.model_version())
@@ -108,7 +113,51 @@ pub fn build(config: &EmbedderConfig) -> Result<SharedEmbedder, EmbedError> {
         scrub::Decision::Scrub => Arc::new(scrub::Scrubbing::new(e)) as Arc<dyn Embedder>,
         _ => e,
     };
-    Ok(Some(e))
+    Ok(Some(Arc::new(WithPreviousTurn::new(e))))
+}
+
+/// An embedder whose message vectors are computed with the previous turn as context (see
+/// [`Embedder::previous_turn_context`]). On LoCoMo's dev split this lifts the vector signal's recall@5 from 0.453
+/// to 0.505 and the hybrid's from 0.610 to 0.635 (BENCHMARKS.md). The model version says `+prev`, so a corpus
+/// embedded without context is re-embedded rather than mixed.
+#[derive(Debug)]
+pub struct WithPreviousTurn {
+    inner: Arc<dyn Embedder>,
+    version: String,
+}
+
+impl WithPreviousTurn {
+    pub fn new(inner: Arc<dyn Embedder>) -> Self {
+        let version = format!("{}+prev", inner.model_version());
+        Self { inner, version }
+    }
+}
+
+impl Embedder for WithPreviousTurn {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn model_version(&self) -> &str {
+        &self.version
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn endpoint(&self) -> Option<&str> {
+        self.inner.endpoint()
+    }
+    fn previous_turn_context(&self) -> bool {
+        true
+    }
+    fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.inner.embed_documents(texts)
+    }
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.inner.embed_query(text)
+    }
 }
 
 /// Rejects dimensions without a vector table.

@@ -53,6 +53,17 @@ pub enum EmbedText {
     TurnWithPrevious,
 }
 
+impl EmbedText {
+    /// The text the embedder asks for ([`Embedder::previous_turn_context`]).
+    pub fn for_embedder(embedder: &dyn Embedder) -> Self {
+        if embedder.previous_turn_context() {
+            EmbedText::TurnWithPrevious
+        } else {
+            EmbedText::Turn
+        }
+    }
+}
+
 /// Embeds up to `max` pending rows (messages first, then events) in batches of `batch`, calling `progress` with
 /// the number of rows done after each batch, and stopping early when `stop` is set. Each batch commits on its own.
 #[allow(clippy::too_many_arguments)]
@@ -74,7 +85,7 @@ pub fn embed_pending(
         max,
         batch,
         stop,
-        EmbedText::default(),
+        EmbedText::for_embedder(embedder),
         progress,
     )
 }

@@ -478,3 +478,88 @@ fn unsupported_dimension_is_rejected() {
     .unwrap_err();
     assert!(err.to_string().contains("512-dimensional"), "{err}");
 }
+
+/// An embedder that records the texts it is given.
+#[derive(Debug, Default)]
+struct Recording {
+    context: bool,
+    texts: std::sync::Mutex<Vec<String>>,
+}
+
+impl Embedder for Recording {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+    fn model_id(&self) -> &str {
+        "test:recording"
+    }
+    fn model_version(&self) -> &str {
+        if self.context { "1+prev" } else { "1" }
+    }
+    fn dim(&self) -> usize {
+        384
+    }
+    fn previous_turn_context(&self) -> bool {
+        self.context
+    }
+    fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.texts
+            .lock()
+            .unwrap()
+            .extend(texts.iter().map(|t| t.to_string()));
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.01f32; 384];
+                v[t.len() % 384] = 1.0;
+                personkit_embed::l2_normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+/// With previous-turn context a reply's vector text is the reply followed by the turn before it in its own thread
+/// (by position, whatever the arrival order); the first turn of a thread, and every turn without it, is alone.
+#[test]
+fn previous_turn_goes_into_the_vector_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
+    let client = ClientInfo {
+        app_version: "test".into(),
+        device_id: "test-device".into(),
+    };
+    let at = "2026-05-01T10:00:00Z";
+    let o = |conv: &str, role: Role, text: &str, ordinal: u32| {
+        build_observation("browser-ext:claude", conv, role, text, Some(ordinal), None, at, client.clone())
+    };
+    // The reply arrives before the question it answers; another thread sits in between.
+    let obs = vec![
+        o("a", Role::Assistant, "Use a very hot oven.", 1),
+        o("b", Role::User, "Unrelated question.", 0),
+        o("a", Role::User, "How do I bake bread?", 0),
+    ];
+    let origin = Origin {
+        device_id: "test-device".into(),
+    };
+    ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+    for context in [true, false] {
+        let e = Recording {
+            context,
+            ..Recording::default()
+        };
+        embed_all(&mut conn, &e);
+        let mut texts = e.texts.lock().unwrap().clone();
+        texts.sort();
+        let reply = if context {
+            "Use a very hot oven.\n\n(after: How do I bake bread?)"
+        } else {
+            "Use a very hot oven."
+        };
+        assert_eq!(
+            texts,
+            vec!["How do I bake bread?", "Unrelated question.", reply],
+            "context {context}"
+        );
+    }
+}
