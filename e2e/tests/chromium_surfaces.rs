@@ -120,6 +120,26 @@ fn a_redesigned_page_turns_the_surface_stale_and_the_badge_counts_turns() {
         .eval("document.querySelector('[data-health=\"browser-ext:grok\"]').dataset.status")
         .unwrap();
     assert!(status == "yellow" || status == "red", "{status}");
+    // The worker told the relay: its capture health says the same (the Grok turns of the readable page were
+    // accepted a moment ago, so only the stale adapter can make it yellow).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let relay_grok = loop {
+        let health = session.relay_capture_health().unwrap();
+        let grok = health["surfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["surface"] == "browser-ext:grok")
+            .cloned()
+            .unwrap_or_default();
+        if grok["reason"] == "adapter_stale" || std::time::Instant::now() > deadline {
+            break grok;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    assert_eq!(relay_grok["reason"], "adapter_stale", "{relay_grok}");
+    assert_eq!(relay_grok["status"], "yellow", "{relay_grok}");
+    assert!(relay_grok["stale_since"].is_string(), "{relay_grok}");
     let tid = personkit_shared::thread_id("browser-ext:grok", "redesign-0001").to_string();
     let stored = session.messages("browser-ext:grok").unwrap();
     assert!(

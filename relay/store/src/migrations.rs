@@ -34,6 +34,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(4, "0004_search_vec_log"),
     migration!(5, "0005_search_vec_log_pruning"),
     migration!(6, "0006_drop_redundant_position_index"),
+    migration!(7, "0007_capture_reports"),
 ];
 
 /// The schema version this build writes.
