@@ -15,6 +15,7 @@ pub mod cdp;
 pub mod chromium;
 pub mod firefox;
 pub mod fixtures;
+pub mod generated;
 pub mod http;
 pub mod proxy;
 pub mod relay;
