@@ -47,8 +47,14 @@ fn qa(tag: &str, from: usize, pairs: usize) -> Vec<ExpectedTurn> {
     (from..from + pairs)
         .flat_map(|i| {
             [
-                t("user", format!("Question {i} of {tag}: what is {i} plus {i}?")),
-                t("assistant", format!("Answer {i} of {tag}: {i} plus {i} is {}.", 2 * i)),
+                t(
+                    "user",
+                    format!("Question {i} of {tag}: what is {i} plus {i}?"),
+                ),
+                t(
+                    "assistant",
+                    format!("Answer {i} of {tag}: {i} plus {i} is {}.", 2 * i),
+                ),
             ]
         })
         .collect()
@@ -79,8 +85,9 @@ pub fn cases(surface: &str, out: &Path, plan: Plan) -> Result<Vec<Case>> {
             .ok_or_else(|| anyhow!("{}: unterminated turns", source.name))?
         + 3;
     let turns_js = &page[start..end];
-    let proto: Vec<String> = serde_json::from_str(&turns_js["const turns = ".len()..turns_js.len() - 2])
-        .with_context(|| format!("{}: turns are not a JSON array of strings", source.name))?;
+    let proto: Vec<String> =
+        serde_json::from_str(&turns_js["const turns = ".len()..turns_js.len() - 2])
+            .with_context(|| format!("{}: turns are not a JSON array of strings", source.name))?;
     let script_end = page[end..]
         .find("})();")
         .ok_or_else(|| anyhow!("{}: no end of the page script", source.name))?
@@ -103,7 +110,12 @@ pub fn cases(surface: &str, out: &Path, plan: Plan) -> Result<Vec<Case>> {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    remove.extend(registry["artifact_selectors"].as_array().cloned().unwrap_or_default());
+    remove.extend(
+        registry["artifact_selectors"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    );
     let keys: Vec<Value> = registry["message_key"]
         .as_array()
         .cloned()
@@ -160,8 +172,14 @@ pub fn cases(surface: &str, out: &Path, plan: Plan) -> Result<Vec<Case>> {
             "edited" => {
                 let first = qa(kind, 1, 2);
                 let mut now = first.clone();
-                now[2] = t("user", "Question 2 of edited, edited: what is 2 plus 5?".into());
-                now[3] = t("assistant", "Answer 2 of edited, regenerated: 2 plus 5 is 7.".into());
+                now[2] = t(
+                    "user",
+                    "Question 2 of edited, edited: what is 2 plus 5?".into(),
+                );
+                now[3] = t(
+                    "assistant",
+                    "Answer 2 of edited, regenerated: 2 plus 5 is 7.".into(),
+                );
                 let cfg = json!({"kind": "edited", "turns": plain(&first), "hold": 2500,
                     "edits": [[2, now[2].text], [3, now[3].text]]});
                 conversations.push(Conversation {
@@ -222,9 +240,7 @@ pub fn cases(surface: &str, out: &Path, plan: Plan) -> Result<Vec<Case>> {
         cfg["remove"] = Value::Array(remove.clone());
         cfg["keys"] = Value::Array(keys.clone());
         cfg["tag"] = json!(tag);
-        let script = format!(
-            "{turns_js}  await FX.generated(turns, {cfg});\n  FX.done();\n"
-        );
+        let script = format!("{turns_js}  await FX.generated(turns, {cfg});\n  FX.done();\n");
         let html = format!("{}{}{}", &page[..start], script, &page[script_end..]);
         let dir = out.join(surface).join(kind);
         std::fs::create_dir_all(&dir)?;

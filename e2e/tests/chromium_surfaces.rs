@@ -203,7 +203,11 @@ fn every_other_surface_handles_the_generated_cases() {
             Err(e) => vec![format!("harness error: {e:#}")],
         };
         if problems.is_empty() {
-            eprintln!("ok    {} ({:.1} s)", case.name, started.elapsed().as_secs_f64());
+            eprintln!(
+                "ok    {} ({:.1} s)",
+                case.name,
+                started.elapsed().as_secs_f64()
+            );
         } else {
             eprintln!("FAIL  {}", case.name);
             failures.push(format!("{}:\n  - {}", case.name, problems.join("\n  - ")));

@@ -138,11 +138,15 @@ impl CaptureReport {
             ));
         }
         if let Some(r) = &self.rule
-            && (r.chars().count() > MAX_RULE_CHARS || r.chars().any(|c| c.is_control() || crate::wire::is_invisible(c)))
+            && (r.chars().count() > MAX_RULE_CHARS
+                || r.chars()
+                    .any(|c| c.is_control() || crate::wire::is_invisible(c)))
         {
             return Some((
                 "bad_rule",
-                format!("rule is longer than {MAX_RULE_CHARS} characters or has control characters"),
+                format!(
+                    "rule is longer than {MAX_RULE_CHARS} characters or has control characters"
+                ),
             ));
         }
         None
@@ -221,14 +225,32 @@ mod tests {
     fn a_stale_adapter_is_at_least_yellow_then_red() {
         let now = 1_000 * YELLOW_WITHIN_MS;
         let ago = |m: i64| Some(now - m * MIN);
-        assert_eq!(status_with_stale(ago(0), None, None, now), (Status::Green, None));
+        assert_eq!(
+            status_with_stale(ago(0), None, None, now),
+            (Status::Green, None)
+        );
         let stale = Some(ADAPTER_STALE);
-        assert_eq!(status_with_stale(ago(0), None, ago(3), now), (Status::Yellow, stale));
-        assert_eq!(status_with_stale(ago(30), None, ago(3), now), (Status::Yellow, stale));
-        assert_eq!(status_with_stale(ago(0), None, ago(10), now), (Status::Red, stale));
-        assert_eq!(status_with_stale(None, None, ago(1), now), (Status::Red, stale));
+        assert_eq!(
+            status_with_stale(ago(0), None, ago(3), now),
+            (Status::Yellow, stale)
+        );
+        assert_eq!(
+            status_with_stale(ago(30), None, ago(3), now),
+            (Status::Yellow, stale)
+        );
+        assert_eq!(
+            status_with_stale(ago(0), None, ago(10), now),
+            (Status::Red, stale)
+        );
+        assert_eq!(
+            status_with_stale(None, None, ago(1), now),
+            (Status::Red, stale)
+        );
         // A device clock ahead of the relay's: a report from the future is young, not negative.
-        assert_eq!(status_with_stale(ago(0), None, Some(now + 5 * MIN), now), (Status::Yellow, stale));
+        assert_eq!(
+            status_with_stale(ago(0), None, Some(now + 5 * MIN), now),
+            (Status::Yellow, stale)
+        );
     }
 
     #[test]
@@ -245,12 +267,21 @@ mod tests {
             r.problem().map(|p| p.0)
         };
         assert_eq!(bad(&|r| r.surface = "grok".into()), Some("invalid_surface"));
-        assert_eq!(bad(&|r| r.stale_since = Some("yesterday".into())), Some("bad_timestamp"));
+        assert_eq!(
+            bad(&|r| r.stale_since = Some("yesterday".into())),
+            Some("bad_timestamp")
+        );
         assert_eq!(bad(&|r| r.rule = Some("x".repeat(65))), Some("bad_rule"));
-        assert_eq!(bad(&|r| r.rule = Some("a\u{202e}b".into())), Some("bad_rule"));
+        assert_eq!(
+            bad(&|r| r.rule = Some("a\u{202e}b".into())),
+            Some("bad_rule")
+        );
         assert_eq!(bad(&|r| r.stale_since = None), None);
         let body = r#"{"reports":[{"surface":"browser-ext:grok","stale_since":null,"extra":1}]}"#;
-        assert!(serde_json::from_str::<CaptureReports>(body).is_err(), "unknown keys are refused");
+        assert!(
+            serde_json::from_str::<CaptureReports>(body).is_err(),
+            "unknown keys are refused"
+        );
     }
 
     #[test]

@@ -187,7 +187,9 @@ fn semantic_by_default_once_the_model_is_installed() {
     );
     let health = cli(&db, &["corpus", "health"]);
     assert!(
-        health.stdout.contains("search     hybrid (keywords + local embeddings"),
+        health
+            .stdout
+            .contains("search     hybrid (keywords + local embeddings"),
         "{}",
         health.stdout
     );

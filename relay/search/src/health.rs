@@ -68,7 +68,10 @@ pub fn embed_health(conn: &Connection, db_path: Option<&Path>) -> EmbedHealth {
 
 /// One line saying which search a relay or command runs with the embedder `config` asked for (`built` is what
 /// building it gave), and what to do when it is keywords only.
-pub fn summary(config: Option<&EmbedderConfig>, built: &Result<SharedEmbedder, EmbedError>) -> String {
+pub fn summary(
+    config: Option<&EmbedderConfig>,
+    built: &Result<SharedEmbedder, EmbedError>,
+) -> String {
     match built {
         Ok(Some(e)) => format!(
             "search: hybrid (keywords + {} embeddings, {})",
@@ -77,7 +80,10 @@ pub fn summary(config: Option<&EmbedderConfig>, built: &Result<SharedEmbedder, E
         ),
         Ok(None) => match config {
             Some(c) if c.kind == EmbedderKind::None && c.source != "default" => {
-                format!("search: keywords only (embedder set to none by {})", c.source)
+                format!(
+                    "search: keywords only (embedder set to none by {})",
+                    c.source
+                )
             }
             Some(c) => format!(
                 "search: keywords only (no embedding model in {}; `personkit model fetch` installs one)",

@@ -1165,7 +1165,8 @@ async fn a_stale_adapter_report_colours_capture_health_until_a_capture_clears_it
         ))
         .unwrap()
     };
-    h.send(&token, &[obs("before", "2026-11-22T09:57:00Z")]).await;
+    h.send(&token, &[obs("before", "2026-11-22T09:57:00Z")])
+        .await;
     let g = grok(&h.get("/v1/me/capture-health", Some(&token)).await);
     assert_eq!(
         (g["status"].as_str(), g["reason"].as_str()),
@@ -1183,7 +1184,8 @@ async fn a_stale_adapter_report_colours_capture_health_until_a_capture_clears_it
         "adapter_stale"
     );
     // The same device captures Grok again: the report no longer stands.
-    h.send(&token, &[obs("after", "2026-11-22T10:09:00Z")]).await;
+    h.send(&token, &[obs("after", "2026-11-22T10:09:00Z")])
+        .await;
     let g = grok(&h.get("/v1/me/capture-health", Some(&token)).await);
     assert_eq!(
         (g["status"].as_str(), g["reason"].clone()),

@@ -1500,9 +1500,8 @@ mod tests {
     fn the_relay_is_told_when_an_adapter_goes_stale_and_when_it_reads_again() {
         let stats = json!({"browser-ext:grok": {"captured": 0, "overflowed": 0, "accepted": 0,
             "staleSinceMs": NOW, "lastRule": "message_roots[1]"}});
-        let reports = |stats: &Value, now: u64| {
-            call(capture_reports, json!({"now_ms": now, "stats": stats}))
-        };
+        let reports =
+            |stats: &Value, now: u64| call(capture_reports, json!({"now_ms": now, "stats": stats}));
         let early = reports(&stats, NOW + 60_000);
         assert_eq!(early["body"], Value::Null, "not yet yellow: {early}");
         let due = reports(&stats, NOW + 3 * 60_000);
@@ -1516,7 +1515,11 @@ mod tests {
         assert_eq!(sent["changed"], true);
         let told = sent["stats"].clone();
         assert_eq!(told["browser-ext:grok"]["staleReportedMs"], NOW);
-        assert_eq!(reports(&told, NOW + 4 * 60_000)["body"], Value::Null, "told once");
+        assert_eq!(
+            reports(&told, NOW + 4 * 60_000)["body"],
+            Value::Null,
+            "told once"
+        );
         let mut healed = told.clone();
         healed["browser-ext:grok"]
             .as_object_mut()
@@ -1525,9 +1528,15 @@ mod tests {
         let clear = reports(&healed, NOW + 5 * 60_000);
         let body: Value = serde_json::from_str(clear["body"].as_str().unwrap()).unwrap();
         assert_eq!(body["reports"][0]["stale_since"], Value::Null);
-        let after = call(reports_sent, json!({"stats": healed, "sent": clear["sent"]}));
+        let after = call(
+            reports_sent,
+            json!({"stats": healed, "sent": clear["sent"]}),
+        );
         assert!(after["stats"]["browser-ext:grok"]["staleReportedMs"].is_null());
-        assert_eq!(reports(&after["stats"], NOW + 6 * 60_000)["body"], Value::Null);
+        assert_eq!(
+            reports(&after["stats"], NOW + 6 * 60_000)["body"],
+            Value::Null
+        );
     }
 
     #[test]

@@ -83,7 +83,11 @@ pub fn stale_light(stale_since_ms: Option<u64>, now_ms: u64, fast: bool) -> Opti
 /// What this device should tell the relay about each surface's adapter (`POST /v1/me/capture-reports`): the
 /// surfaces whose stale state, as the relay should see it, differs from what the relay was last told. A surface
 /// counts as stale for the relay once its light says so ([`stale_light`]); `stale_since` is when it started.
-pub fn pending_reports(stats: &Stats, now_ms: u64, fast: bool) -> Vec<(String, Option<u64>, Option<String>)> {
+pub fn pending_reports(
+    stats: &Stats,
+    now_ms: u64,
+    fast: bool,
+) -> Vec<(String, Option<u64>, Option<String>)> {
     stats
         .0
         .iter()

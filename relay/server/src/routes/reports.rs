@@ -2,8 +2,8 @@
 //! (`adapter_stale`) and which read them again; `GET /v1/me/capture-health` colours those surfaces.
 
 use axum::body::Body;
-use axum::http::StatusCode;
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::{Extension, Json};
 use personkit_shared::health::{CaptureReports, MAX_REPORTS};
 use personkit_shared::wire::ItemResult;
