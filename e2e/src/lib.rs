@@ -15,6 +15,7 @@ pub mod cdp;
 pub mod chromium;
 pub mod firefox;
 pub mod fixtures;
+pub mod generated;
 pub mod http;
 pub mod proxy;
 pub mod relay;
@@ -25,6 +26,16 @@ pub mod session;
 /// (`settings`, `queue`, `skipped`, ...) from the extension origin's IndexedDB (see extension/TESTING.md), or
 /// null. Evaluate it from an extension page or the worker: `format!("{READ_STATE}('settings')")`. It opens the
 /// database with the worker's schema, so reading first cannot leave it without its store.
+/// The device token record (`{token, relay}`) from the extension origin's IndexedDB; evaluate it in the worker or
+/// an extension page.
+pub const READ_TOKEN_RECORD: &str = r#"(async () => {
+  const db = await new Promise((res, rej) => { const r = indexedDB.open('personkit-secrets'); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+  if (!db.objectStoreNames.contains('secrets')) { db.close(); return null; }
+  const rec = await new Promise((res, rej) => { const q = db.transaction('secrets').objectStore('secrets').get('deviceToken'); q.onsuccess = () => res(q.result); q.onerror = () => rej(q.error); });
+  db.close();
+  return rec || null;
+})()"#;
+
 pub const READ_STATE: &str = r#"(async (key) => {
   const db = await new Promise((res, rej) => { const r = indexedDB.open('personkit-state', 1);
     r.onupgradeneeded = () => r.result.createObjectStore('state'); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });

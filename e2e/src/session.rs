@@ -221,6 +221,23 @@ impl Session {
         let w = self.browser.attach_worker()?;
         w.eval(expr)
     }
+
+    /// The relay's `GET /v1/me/capture-health` body, asked with the device token the extension holds (read from
+    /// the extension origin's IndexedDB in the worker, a trusted context).
+    pub fn relay_capture_health(&self) -> Result<Value> {
+        let rec = self.worker_eval(crate::READ_TOKEN_RECORD)?;
+        let token = rec["token"]
+            .as_str()
+            .ok_or_else(|| anyhow!("the extension holds no device token: {rec}"))?;
+        let r = crate::http::request(
+            "GET",
+            &format!("{}/v1/me/capture-health", self.proxy.url()),
+            None,
+            Some(token),
+            Duration::from_secs(10),
+        )?;
+        r.json()
+    }
 }
 
 impl Session {

@@ -30,14 +30,7 @@ const OTHER_SURFACES: &[&str] = &[
     "browser-ext:copilot",
 ];
 
-/// The token record from the extension origin's IndexedDB, read in the worker (a trusted context).
-const READ_TOKEN_RECORD: &str = r#"(async () => {
-  const db = await new Promise((res, rej) => { const r = indexedDB.open('personkit-secrets'); r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
-  if (!db.objectStoreNames.contains('secrets')) { db.close(); return null; }
-  const rec = await new Promise((res, rej) => { const q = db.transaction('secrets').objectStore('secrets').get('deviceToken'); q.onsuccess = () => res(q.result); q.onerror = () => rej(q.error); });
-  db.close();
-  return rec || null;
-})()"#;
+use personkit_e2e::READ_TOKEN_RECORD;
 
 fn token_record(s: &Session) -> Value {
     // The worker may be between restarts: retry briefly.

@@ -120,6 +120,26 @@ fn a_redesigned_page_turns_the_surface_stale_and_the_badge_counts_turns() {
         .eval("document.querySelector('[data-health=\"browser-ext:grok\"]').dataset.status")
         .unwrap();
     assert!(status == "yellow" || status == "red", "{status}");
+    // The worker told the relay: its capture health says the same (the Grok turns of the readable page were
+    // accepted a moment ago, so only the stale adapter can make it yellow).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let relay_grok = loop {
+        let health = session.relay_capture_health().unwrap();
+        let grok = health["surfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["surface"] == "browser-ext:grok")
+            .cloned()
+            .unwrap_or_default();
+        if grok["reason"] == "adapter_stale" || std::time::Instant::now() > deadline {
+            break grok;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    assert_eq!(relay_grok["reason"], "adapter_stale", "{relay_grok}");
+    assert_eq!(relay_grok["status"], "yellow", "{relay_grok}");
+    assert!(relay_grok["stale_since"].is_string(), "{relay_grok}");
     let tid = personkit_shared::thread_id("browser-ext:grok", "redesign-0001").to_string();
     let stored = session.messages("browser-ext:grok").unwrap();
     assert!(
@@ -127,4 +147,86 @@ fn a_redesigned_page_turns_the_surface_stale_and_the_badge_counts_turns() {
         "nothing is captured from the unreadable page"
     );
     let _ = tab.close();
+}
+
+/// Surfaces whose long case runs the full 500 turns by default (one verified with a message key, one verified
+/// without, one experimental); the others run 60, or 500 too with `E2E_LONG_TURNS=500`.
+const FULL_LONG: [&str; 3] = ["grok", "perplexity", "deepseek"];
+
+/// The generated cases (`personkit_e2e::generated`) on the markup of every surface beyond the first four (except
+/// those `generated::NOT_GENERATED` names): a long virtualised thread (each turn once, in order), a streaming answer
+/// that pauses for over 600 ms and is re-rendered whole, edited and regenerated turns, secrets redacted before they
+/// leave the browser, and single-page navigation to another conversation. `E2E_SURFACE=grok` runs one surface.
+#[test]
+fn every_other_surface_handles_the_generated_cases() {
+    use personkit_e2e::generated::{self, NOT_GENERATED, Plan};
+    let only = std::env::var("E2E_SURFACE").ok();
+    let long_all: Option<usize> = std::env::var("E2E_LONG_TURNS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let out = tempfile::tempdir().unwrap();
+    let mut cases: Vec<Case> = Vec::new();
+    for (name, _) in registry_surfaces() {
+        if FIRST_FOUR.contains(&name.as_str())
+            || NOT_GENERATED.iter().any(|(n, _)| *n == name)
+            || only.as_deref().is_some_and(|o| o != name)
+        {
+            continue;
+        }
+        let long_turns = long_all.unwrap_or(if FULL_LONG.contains(&name.as_str()) {
+            500
+        } else {
+            60
+        });
+        cases.extend(
+            generated::cases(&name, out.path(), Plan { long_turns })
+                .unwrap_or_else(|e| panic!("{name}: {e:#}")),
+        );
+    }
+    if cases.is_empty() {
+        assert!(only.is_some());
+        return;
+    }
+    let session = Session::start(&[]).unwrap();
+    session.set_experimental(true).unwrap();
+    let mut wanted: Vec<String> = cases.iter().map(|c| c.expected.surface.clone()).collect();
+    wanted.dedup();
+    for s in &wanted {
+        session.set_surface(s, true).unwrap();
+    }
+    let mut failures = Vec::new();
+    let mut known: Vec<String> = Vec::new();
+    for case in &cases {
+        let started = std::time::Instant::now();
+        let problems = match session.check(case) {
+            Ok(p) => p,
+            Err(e) => vec![format!("harness error: {e:#}")],
+        };
+        if problems.is_empty() {
+            eprintln!(
+                "ok    {} ({:.1} s)",
+                case.name,
+                started.elapsed().as_secs_f64()
+            );
+        } else {
+            eprintln!("FAIL  {}", case.name);
+            failures.push(format!("{}:\n  - {}", case.name, problems.join("\n  - ")));
+        }
+        known.extend(case.thread_ids());
+        let all = session.messages(&case.expected.surface).unwrap();
+        let strays = fixtures::strays(&all, &known);
+        if !strays.is_empty() {
+            failures.push(format!(
+                "{}: {} message(s) under unknown threads",
+                case.name,
+                strays.len()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

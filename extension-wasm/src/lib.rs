@@ -39,6 +39,16 @@ pub fn probe(input: &str) -> Result<String, JsError> {
     api::probe(input).map_err(js)
 }
 
+#[wasm_bindgen(js_name = captureReports)]
+pub fn capture_reports(input: &str) -> Result<String, JsError> {
+    api::capture_reports(input).map_err(js)
+}
+
+#[wasm_bindgen(js_name = reportsSent)]
+pub fn reports_sent(input: &str) -> Result<String, JsError> {
+    api::reports_sent(input).map_err(js)
+}
+
 #[wasm_bindgen]
 pub fn capture(input: &str) -> Result<String, JsError> {
     api::capture(input).map_err(js)

@@ -253,7 +253,41 @@ async function probePage(sender, msg) {
     }
     return r;
   });
+  reportAdapters().catch((e) => console.warn('personkit: adapter report failed', e && e.message));
   return { reason: out.reason || null };
+}
+
+/** Tells the relay which surfaces' adapters went stale, or read pages again, since it was last told (the core
+ * decides what; `POST /v1/me/capture-reports`), so its capture health says `adapter_stale` too. */
+let reporting = null;
+function reportAdapters() {
+  if (!reporting) reporting = sendAdapterReports().finally(() => { reporting = null; });
+  return reporting;
+}
+
+async function sendAdapterReports() {
+  await ready;
+  if (!S.token) return;
+  const r = json(core.captureReports, { now_ms: Date.now(), stats: S.stats, fast: S.fast });
+  if (!r.body) return;
+  let res;
+  try {
+    res = await fetchWithTimeout(`${relayBase()}/v1/me/capture-reports`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${S.token}` },
+      body: r.body,
+    });
+  } catch {
+    return; // not reachable: told at the next read, popup refresh or alarm
+  }
+  if (!res.ok) return;
+  await exclusive(async () => {
+    const m = json(core.reportsSent, { stats: S.stats, sent: r.sent });
+    if (m.changed) {
+      S.stats = m.stats;
+      await persist(['stats']);
+    }
+  });
 }
 
 async function toggleSkip(sender, msg) {
@@ -416,6 +450,7 @@ async function relayHealth() {
 }
 
 async function popupState() {
+  await reportAdapters().catch(() => {});
   const relay = await relayHealth();
   return json(core.popupState, {
     now_ms: Date.now(),
@@ -646,7 +681,9 @@ chrome.alarms.onAlarm.addListener((alarm) => {
   ready
     .then(() => exclusive(() => maintainQueue(null)))
     .catch((e) => console.warn('personkit: held turns upkeep', e && e.message))
-    .then(() => scheduleFlush(0));
+    .then(() => scheduleFlush(0))
+    .then(() => reportAdapters())
+    .catch((e) => console.warn('personkit: adapter report failed', e && e.message));
 });
 
 chrome.runtime.onInstalled.addListener(() => {

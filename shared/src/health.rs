@@ -4,6 +4,11 @@
 //! The rule: green when the last accepted turn is at most 5 minutes old, yellow up to 60 minutes, red when it is
 //! older, when nothing was ever accepted, or when the latest error is at least as new as the last accepted turn
 //! (an error recorded in the same batch as an accepted turn counts: part of the capture is failing).
+//!
+//! A surface whose adapter no longer reads its pages (a device reported `adapter_stale`: conversation pages show
+//! text, yet no turns or one role only are read) is at least yellow, and red once it has been failing for
+//! [`STALE_RED_AFTER_MS`], whatever its last accepted turn says: turns from other pages or other devices do not
+//! prove that the site's current markup is read.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +16,19 @@ use serde::{Deserialize, Serialize};
 pub const GREEN_WITHIN_MS: i64 = 5 * 60_000;
 /// Newest accepted turn at most this old (ms): yellow; older is red.
 pub const YELLOW_WITHIN_MS: i64 = 60 * 60_000;
+
+/// A device reports a surface stale after its pages failed the adapter for this long (ms): yellow from then on.
+pub const STALE_YELLOW_AFTER_MS: i64 = 2 * 60_000;
+/// Failing this long (ms): red.
+pub const STALE_RED_AFTER_MS: i64 = 10 * 60_000;
+
+/// The reason code of a surface whose adapter reads nothing on pages that show a conversation.
+pub const ADAPTER_STALE: &str = "adapter_stale";
+
+/// At most this many reports in one `POST /v1/me/capture-reports` body.
+pub const MAX_REPORTS: usize = 64;
+/// The longest `rule` a report may carry.
+pub const MAX_RULE_CHARS: usize = 64;
 
 /// A surface's traffic light.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +68,91 @@ pub fn status(last_accepted_ms: Option<i64>, last_error_ms: Option<i64>, now_ms:
     }
 }
 
+/// [`status`] with a stale adapter taken into account: `stale_since_ms` is when the surface's pages started
+/// failing its adapter (`None`: they do not). Returns the colour and the reason (`adapter_stale`) when the stale
+/// adapter made it worse than [`status`] alone or agrees with it.
+pub fn status_with_stale(
+    last_accepted_ms: Option<i64>,
+    last_error_ms: Option<i64>,
+    stale_since_ms: Option<i64>,
+    now_ms: i64,
+) -> (Status, Option<&'static str>) {
+    let base = status(last_accepted_ms, last_error_ms, now_ms);
+    let Some(since) = stale_since_ms else {
+        return (base, None);
+    };
+    let stale = if now_ms.saturating_sub(since) >= STALE_RED_AFTER_MS {
+        Status::Red
+    } else {
+        Status::Yellow
+    };
+    let worse = match (base, stale) {
+        (Status::Red, _) | (_, Status::Red) => Status::Red,
+        _ => Status::Yellow,
+    };
+    (worse, Some(ADAPTER_STALE))
+}
+
+/// One device's report about one surface (`POST /v1/me/capture-reports`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureReport {
+    /// A surface id (`browser-ext:grok`).
+    pub surface: String,
+    /// Since when (RFC 3339, the device's clock) the surface's pages have failed its adapter; `null` when the
+    /// adapter reads them again (the relay forgets this device's earlier report).
+    pub stale_since: Option<String>,
+    /// Which message-root rule matched at the device's last read (`message_roots[<rank>]`), for debugging.
+    #[serde(default)]
+    pub rule: Option<String>,
+}
+
+/// `POST /v1/me/capture-reports` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureReports {
+    pub reports: Vec<CaptureReport>,
+}
+
+impl CaptureReport {
+    /// The wire rule a report breaks, as `(code, message)`, or `None` when it is valid.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        if !crate::wire::is_valid_surface(&self.surface) {
+            return Some((
+                "invalid_surface",
+                format!(
+                    "invalid surface {:?}",
+                    crate::wire::quote_safely(&self.surface, 80)
+                ),
+            ));
+        }
+        if let Some(t) = &self.stale_since
+            && !crate::wire::looks_like_rfc3339(t)
+        {
+            return Some((
+                "bad_timestamp",
+                format!(
+                    "stale_since {:?} is not an RFC 3339 time",
+                    crate::wire::quote_safely(t, 80)
+                ),
+            ));
+        }
+        if let Some(r) = &self.rule
+            && (r.chars().count() > MAX_RULE_CHARS
+                || r.chars()
+                    .any(|c| c.is_control() || crate::wire::is_invisible(c)))
+        {
+            return Some((
+                "bad_rule",
+                format!(
+                    "rule is longer than {MAX_RULE_CHARS} characters or has control characters"
+                ),
+            ));
+        }
+        None
+    }
+}
+
 /// The last rejection the relay recorded for a surface.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastError {
@@ -68,6 +171,13 @@ pub struct SurfaceHealth {
     pub turns_24h: u64,
     pub threads_24h: u64,
     pub last_error: Option<LastError>,
+    /// `adapter_stale` when a device reported that the surface's pages no longer yield turns (see
+    /// [`status_with_stale`]); `null` otherwise. Absent from older relays' bodies.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The earliest `stale_since` among the devices that report the surface stale (stored time form).
+    #[serde(default)]
+    pub stale_since: Option<String>,
 }
 
 /// `GET /v1/me/capture-health` body.
@@ -108,6 +218,69 @@ mod tests {
             status(ago(1), ago(2), now),
             Status::Green,
             "an accept after the error heals"
+        );
+    }
+
+    #[test]
+    fn a_stale_adapter_is_at_least_yellow_then_red() {
+        let now = 1_000 * YELLOW_WITHIN_MS;
+        let ago = |m: i64| Some(now - m * MIN);
+        assert_eq!(
+            status_with_stale(ago(0), None, None, now),
+            (Status::Green, None)
+        );
+        let stale = Some(ADAPTER_STALE);
+        assert_eq!(
+            status_with_stale(ago(0), None, ago(3), now),
+            (Status::Yellow, stale)
+        );
+        assert_eq!(
+            status_with_stale(ago(30), None, ago(3), now),
+            (Status::Yellow, stale)
+        );
+        assert_eq!(
+            status_with_stale(ago(0), None, ago(10), now),
+            (Status::Red, stale)
+        );
+        assert_eq!(
+            status_with_stale(None, None, ago(1), now),
+            (Status::Red, stale)
+        );
+        // A device clock ahead of the relay's: a report from the future is young, not negative.
+        assert_eq!(
+            status_with_stale(ago(0), None, Some(now + 5 * MIN), now),
+            (Status::Yellow, stale)
+        );
+    }
+
+    #[test]
+    fn reports_are_checked() {
+        let ok = CaptureReport {
+            surface: "browser-ext:grok".into(),
+            stale_since: Some("2026-11-22T10:00:00Z".into()),
+            rule: Some("message_roots[1]".into()),
+        };
+        assert_eq!(ok.problem(), None);
+        let bad = |f: &dyn Fn(&mut CaptureReport)| {
+            let mut r = ok.clone();
+            f(&mut r);
+            r.problem().map(|p| p.0)
+        };
+        assert_eq!(bad(&|r| r.surface = "grok".into()), Some("invalid_surface"));
+        assert_eq!(
+            bad(&|r| r.stale_since = Some("yesterday".into())),
+            Some("bad_timestamp")
+        );
+        assert_eq!(bad(&|r| r.rule = Some("x".repeat(65))), Some("bad_rule"));
+        assert_eq!(
+            bad(&|r| r.rule = Some("a\u{202e}b".into())),
+            Some("bad_rule")
+        );
+        assert_eq!(bad(&|r| r.stale_since = None), None);
+        let body = r#"{"reports":[{"surface":"browser-ext:grok","stale_since":null,"extra":1}]}"#;
+        assert!(
+            serde_json::from_str::<CaptureReports>(body).is_err(),
+            "unknown keys are refused"
         );
     }
 

@@ -161,6 +161,65 @@ fn no_item_however_built_answers_5xx_or_stores_a_rejected_item() {
         .unwrap();
 }
 
+/// Capture reports with every field arbitrary JSON (or missing), beside a valid one: never a 5xx, and when the
+/// body as a whole is well-formed, the valid report lands.
+#[test]
+fn no_capture_report_answers_5xx() {
+    let rt = runtime();
+    let h: Harness = rt.block_on(async { harness() });
+    let token = rt.block_on(h.pair());
+    let report = (
+        prop::option::of(prop_oneof![
+            "browser-ext:[a-z]{1,12}".prop_map(Value::from),
+            any_json()
+        ]),
+        prop::option::of(prop_oneof![
+            rfc3339_like().prop_map(Value::from),
+            Just(Value::Null),
+            any_json()
+        ]),
+        prop::option::of(any_json()),
+    )
+        .prop_map(|(surface, since, rule)| {
+            let mut m = Map::new();
+            for (k, v) in [("surface", surface), ("stale_since", since), ("rule", rule)] {
+                if let Some(v) = v {
+                    m.insert(k.to_owned(), v);
+                }
+            }
+            Value::Object(m)
+        });
+    let strategy = prop::collection::vec(prop_oneof![3 => report, 1 => any_json()], 0..4);
+    let mut runner = TestRunner::new(Config {
+        cases: 200,
+        ..Config::default()
+    });
+    runner
+        .run(&strategy, |reports| {
+            let valid = json!({"surface": "browser-ext:pi", "stale_since": "2026-11-22T09:59:00Z"});
+            let mut all = vec![valid];
+            all.extend(reports);
+            let body = json!({ "reports": all }).to_string();
+            let r = rt.block_on(h.post("/v1/me/capture-reports", Some(&token), body.clone()));
+            prop_assert!(
+                !r.status.is_server_error(),
+                "{body}: {} {}",
+                r.status,
+                r.body
+            );
+            if r.status == StatusCode::OK {
+                prop_assert_eq!(&r.body["results"][0]["status"], "stored", "{}", r.body);
+            } else {
+                prop_assert!(r.body["code"].is_string() && r.body["hint"].is_string());
+            }
+            let health = rt.block_on(h.get("/v1/me/capture-health", Some(&token)));
+            prop_assert_eq!(health.status, StatusCode::OK, "{}", health.body);
+            Ok(())
+        })
+        .map_err(|e| TestCaseError::fail(e.to_string()))
+        .unwrap();
+}
+
 /// Values a query parameter may hold: anything printable, spans of any size, RFC 3339-shaped times.
 fn param_value() -> impl Strategy<Value = String> {
     prop_oneof![

@@ -1110,3 +1110,167 @@ async fn pairing_needs_json() {
         .unwrap();
     assert_eq!(h.call(req).await.status, StatusCode::OK);
 }
+
+/// A device reports a surface's adapter stale: capture health colours it at least yellow with the reason
+/// `adapter_stale` (red after 10 minutes of failing); a turn of the surface the same device captured later, or
+/// its report that the adapter reads again, clears it. Invalid reports are refused one by one.
+#[tokio::test]
+async fn a_stale_adapter_report_colours_capture_health_until_a_capture_clears_it() {
+    let h = harness();
+    let token = h.pair().await;
+    let other = h.pair().await;
+    let grok = |r: &Reply| {
+        r.body["surfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["surface"] == "browser-ext:grok")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let report = |since: Value| {
+        json!({"reports": [{"surface": "browser-ext:grok", "stale_since": since, "rule": "message_roots[1]"}]})
+            .to_string()
+    };
+    // Reported two minutes after the pages started failing; nothing of Grok was ever sent before.
+    let r = h
+        .post(
+            "/v1/me/capture-reports",
+            Some(&token),
+            report(json!("2026-11-22T09:58:00Z")),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["results"][0]["status"], "stored");
+    let health = h.get("/v1/me/capture-health", Some(&token)).await;
+    let g = grok(&health);
+    assert_eq!(
+        (g["status"].as_str(), g["reason"].as_str()),
+        (Some("red"), Some("adapter_stale")),
+        "never accepted: red, and the reason says why: {g}"
+    );
+    assert_eq!(g["stale_since"], "2026-11-22T09:58:00.000Z");
+
+    // A Grok turn captured before the breakage (a late delivery) does not clear it; the surface is now yellow.
+    let obs = |content: &str, at: &str| {
+        serde_json::to_value(build_observation(
+            "browser-ext:grok",
+            "g1",
+            Role::User,
+            content,
+            Some(0),
+            None,
+            at,
+            client(),
+        ))
+        .unwrap()
+    };
+    h.send(&token, &[obs("before", "2026-11-22T09:57:00Z")])
+        .await;
+    let g = grok(&h.get("/v1/me/capture-health", Some(&token)).await);
+    assert_eq!(
+        (g["status"].as_str(), g["reason"].as_str()),
+        (Some("yellow"), Some("adapter_stale")),
+        "{g}"
+    );
+    h.state.clock.advance(Duration::minutes(9));
+    let g = grok(&h.get("/v1/me/capture-health", Some(&token)).await);
+    assert_eq!(g["status"], "red", "failing for 11 minutes: {g}");
+    // Another device capturing Grok does not speak for this one.
+    h.send(&other, &[obs("elsewhere", "2026-11-22T10:08:00Z")])
+        .await;
+    assert_eq!(
+        grok(&h.get("/v1/me/capture-health", Some(&token)).await)["reason"],
+        "adapter_stale"
+    );
+    // The same device captures Grok again: the report no longer stands.
+    h.send(&token, &[obs("after", "2026-11-22T10:09:00Z")])
+        .await;
+    let g = grok(&h.get("/v1/me/capture-health", Some(&token)).await);
+    assert_eq!(
+        (g["status"].as_str(), g["reason"].clone()),
+        (Some("green"), Value::Null),
+        "{g}"
+    );
+
+    // Reported again, then cleared by the device itself.
+    h.post(
+        "/v1/me/capture-reports",
+        Some(&token),
+        report(json!("2026-11-22T10:09:30Z")),
+    )
+    .await;
+    assert_eq!(
+        grok(&h.get("/v1/me/capture-health", Some(&token)).await)["reason"],
+        "adapter_stale"
+    );
+    let r = h
+        .post("/v1/me/capture-reports", Some(&token), report(Value::Null))
+        .await;
+    assert_eq!(r.body["results"][0]["status"], "stored", "{}", r.body);
+    assert_eq!(
+        grok(&h.get("/v1/me/capture-health", Some(&token)).await)["reason"],
+        Value::Null
+    );
+
+    // Bad reports: each refused on its own, the valid one beside them lands.
+    let r = h
+        .post(
+            "/v1/me/capture-reports",
+            Some(&token),
+            json!({"reports": [
+                {"surface": "grok", "stale_since": null},
+                {"surface": "browser-ext:grok", "stale_since": "2026-13-40T10:00:00Z"},
+                {"surface": "browser-ext:grok", "stale_since": "yesterday"},
+                {"surface": "browser-ext:poe", "stale_since": "2026-11-22T10:10:00Z", "rule": "x".repeat(500)},
+                {"surface": "browser-ext:pi", "stale_since": "2026-11-22T10:10:00Z"},
+            ]})
+            .to_string(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let codes: Vec<Value> = r.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["error"]["code"].clone())
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            json!("invalid_surface"),
+            json!("bad_timestamp"),
+            json!("bad_timestamp"),
+            json!("bad_rule"),
+            Value::Null
+        ]
+    );
+    assert_eq!(h.count("SELECT count(*) FROM capture_reports"), 1);
+    for (body, code) in [
+        ("{", "malformed_json"),
+        (r#"{"reports": {}}"#, "malformed_reports"),
+        (r#"{"reports": [], "more": 1}"#, "malformed_reports"),
+    ] {
+        let r = h.post("/v1/me/capture-reports", Some(&token), body).await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(code)),
+            "{body}"
+        );
+    }
+    let many: Vec<Value> = (0..65)
+        .map(|_| json!({"surface": "browser-ext:pi", "stale_since": null}))
+        .collect();
+    let r = h
+        .post(
+            "/v1/me/capture-reports",
+            Some(&token),
+            json!({ "reports": many }).to_string(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", r.body);
+    let r = h
+        .post("/v1/me/capture-reports", None, report(Value::Null))
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+}

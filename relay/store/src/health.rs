@@ -1,11 +1,15 @@
 //! Capture health per surface: when a turn was last accepted, how many turns and threads arrived in the last
 //! 24 hours, the last error, and a colour — green (last accepted ≤ 5 min ago), yellow (5–60 min), red
-//! otherwise or when the surface's latest event is an error. The extension shows exactly this.
+//! otherwise or when the surface's latest event is an error. The extension shows exactly this. Devices report
+//! surfaces whose adapter no longer reads their pages ([`record_reports`]); such a surface is at least yellow with
+//! the reason `adapter_stale` until the device reports it reads them again or captures a turn of it.
 
-use rusqlite::Connection;
+use personkit_shared::health::CaptureReport;
+use personkit_shared::wire::{ApiError, ItemResult, ItemStatus};
+use rusqlite::{Connection, params};
 use time::{Duration, OffsetDateTime};
 
-use crate::clock::{fmt_time, parse_time};
+use crate::clock::{fmt_time, normalize_time, parse_time};
 use crate::db::DbError;
 
 pub use personkit_shared::health::{CaptureHealth, LastError, Status, SurfaceHealth};
@@ -20,16 +24,97 @@ pub fn status_for(
     personkit_shared::health::status(last_accepted.map(ms), last_error.map(ms), ms(now))
 }
 
-/// Capture health of every surface that has sent anything (accepted or rejected), sorted by surface.
+/// Records one device's reports, each on its own: a report with `stale_since` stands (replacing the device's
+/// earlier one for the surface), one without removes it. Answers per report in the order given (`stored`, or
+/// `rejected` with the rule it breaks); valid reports beside an invalid one still land.
+pub fn record_reports(
+    conn: &mut Connection,
+    device_id: &str,
+    reports: &[CaptureReport],
+    now: OffsetDateTime,
+) -> Result<Vec<ItemResult>, DbError> {
+    let tx = conn.transaction()?;
+    let now_s = fmt_time(now);
+    let mut out = Vec::with_capacity(reports.len());
+    for (index, r) in reports.iter().enumerate() {
+        let since = match &r.stale_since {
+            Some(t) => normalize_time(t).ok_or(()),
+            None => Err(()),
+        };
+        let problem = r.problem().or_else(|| {
+            (r.stale_since.is_some() && since.is_err()).then(|| {
+                (
+                    "bad_timestamp",
+                    "stale_since is not a valid time".to_owned(),
+                )
+            })
+        });
+        if let Some((code, message)) = problem {
+            out.push(ItemResult {
+                index,
+                status: ItemStatus::Rejected,
+                message_id: None,
+                thread_id: None,
+                error: Some(ApiError::new(
+                    code,
+                    message,
+                    "send {surface, stale_since: RFC 3339 time or null, rule} (see docs/wire-format.md)",
+                )),
+            });
+            continue;
+        }
+        match since {
+            Ok(since) => tx
+                .prepare_cached(
+                    "INSERT INTO capture_reports(surface, device_id, stale_since, rule, reported_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT(surface, device_id) DO UPDATE SET stale_since = ?3, rule = ?4, reported_at = ?5",
+                )?
+                .execute(params![r.surface, device_id, since, r.rule, now_s])?,
+            Err(()) => tx
+                .prepare_cached("DELETE FROM capture_reports WHERE surface = ?1 AND device_id = ?2")?
+                .execute(params![r.surface, device_id])?,
+        };
+        out.push(ItemResult {
+            index,
+            status: ItemStatus::Stored,
+            message_id: None,
+            thread_id: None,
+            error: None,
+        });
+    }
+    tx.commit()?;
+    Ok(out)
+}
+
+/// A turn of `surface` captured by `device_id` at `captured_at` (stored form) was accepted: the device's stale
+/// report of the surface from before that capture no longer stands (its adapter read a page again).
+pub fn clear_reports_before(
+    conn: &Connection,
+    device_id: &str,
+    surface: &str,
+    captured_at: &str,
+) -> Result<(), DbError> {
+    conn.prepare_cached(
+        "DELETE FROM capture_reports WHERE surface = ?1 AND device_id = ?2 AND stale_since < ?3",
+    )?
+    .execute(params![surface, device_id, captured_at])?;
+    Ok(())
+}
+
+/// Capture health of every surface that has sent anything (accepted or rejected) or is reported stale, sorted by
+/// surface.
 pub fn capture_health(conn: &Connection, now: OffsetDateTime) -> Result<CaptureHealth, DbError> {
     let since = fmt_time(now - Duration::hours(24));
     let mut stmt = conn.prepare_cached(
-        "SELECT s.surface, s.last_accepted_at, s.last_error_code, s.last_error_message, s.last_error_at,
+        "WITH names AS (SELECT surface FROM surface_stats UNION SELECT surface FROM capture_reports)
+         SELECT n.surface, s.last_accepted_at, s.last_error_code, s.last_error_message, s.last_error_at,
             (SELECT count(*) FROM messages m JOIN threads t ON t.id = m.thread_id
-              WHERE t.surface = s.surface AND m.received_at >= ?1),
+              WHERE t.surface = n.surface AND m.received_at >= ?1),
             (SELECT count(DISTINCT m.thread_id) FROM messages m JOIN threads t ON t.id = m.thread_id
-              WHERE t.surface = s.surface AND m.received_at >= ?1)
-         FROM surface_stats s ORDER BY s.surface",
+              WHERE t.surface = n.surface AND m.received_at >= ?1),
+            (SELECT min(r.stale_since) FROM capture_reports r WHERE r.surface = n.surface)
+         FROM names n LEFT JOIN surface_stats s ON s.surface = n.surface ORDER BY n.surface",
     )?;
     let surfaces = stmt
         .query_map([since], |r| {
@@ -45,12 +130,17 @@ pub fn capture_health(conn: &Connection, now: OffsetDateTime) -> Result<CaptureH
                 }),
                 _ => None,
             };
-            let status = status_for(
-                last_accepted_at.as_deref().and_then(parse_time),
-                last_error.as_ref().and_then(|e| parse_time(&e.at)),
-                now,
+            let stale_since: Option<String> = r.get(7)?;
+            let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+            let (status, reason) = personkit_shared::health::status_with_stale(
+                last_accepted_at.as_deref().and_then(parse_time).map(ms),
+                last_error.as_ref().and_then(|e| parse_time(&e.at)).map(ms),
+                stale_since.as_deref().and_then(parse_time).map(ms),
+                ms(now),
             );
             Ok(SurfaceHealth {
+                reason: reason.map(str::to_owned),
+                stale_since,
                 surface: r.get(0)?,
                 status,
                 last_accepted_at,

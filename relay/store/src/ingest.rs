@@ -246,7 +246,8 @@ struct Writer<'a> {
     start_seq: i64,
     provenance: HashMap<(String, String), i64>,
     threads: HashMap<String, ThreadSeen>,
-    accepted: HashMap<String, u64>,
+    /// Per surface: items accepted, and the newest capture time among them.
+    accepted: HashMap<String, (u64, String)>,
 }
 
 impl<'a> Writer<'a> {
@@ -362,7 +363,14 @@ impl<'a> Writer<'a> {
     fn store(&mut self, r: &Ready) -> Result<ItemResult, StorageError> {
         let o = &r.obs;
         self.see_thread(r)?;
-        *self.accepted.entry(o.source_surface.clone()).or_insert(0) += 1;
+        let seen = self
+            .accepted
+            .entry(o.source_surface.clone())
+            .or_insert((0, String::new()));
+        seen.0 += 1;
+        if r.captured_at > seen.1 {
+            seen.1.clone_from(&r.captured_at);
+        }
         let thread_uuid = uuid::Uuid::parse_str(&o.thread_id).unwrap_or_default();
         let message_id = ids::message_id(&thread_uuid, &o.turn.content_hash)
             .hyphenated()
@@ -506,7 +514,9 @@ impl<'a> Writer<'a> {
 
     fn finish(mut self) -> Result<(), StorageError> {
         self.update_threads()?;
-        for (surface, n) in &self.accepted {
+        for (surface, (n, newest)) in &self.accepted {
+            crate::health::clear_reports_before(self.tx, &self.origin.device_id, surface, newest)
+                .map_err(StorageError::from)?;
             self.tx
                 .prepare_cached(
                     "INSERT INTO surface_stats(surface, last_accepted_at, accepted_total) VALUES (?1, ?2, ?3)

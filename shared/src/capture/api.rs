@@ -289,6 +289,92 @@ pub fn probe(input: &str) -> Result<String> {
     })
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportsInput {
+    now_ms: u64,
+    #[serde(default)]
+    stats: Stats,
+    #[serde(default)]
+    fast: bool,
+}
+
+/// One report as the worker hands it back to [`reports_sent`].
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SentReport {
+    surface: String,
+    stale_since_ms: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct ReportsOutput {
+    /// The `POST /v1/me/capture-reports` body, or `null` when the relay already knows everything.
+    body: Option<String>,
+    /// What to hand to [`reports_sent`] once the relay answered 2xx.
+    sent: Vec<SentReport>,
+}
+
+/// `{now_ms, stats, fast}` → `{body, sent}`: what the relay should be told about surfaces whose adapter went stale
+/// (or reads pages again) since it was last told (see [`health::pending_reports`]).
+pub fn capture_reports(input: &str) -> Result<String> {
+    let i: ReportsInput = parse(input)?;
+    let pending = health::pending_reports(&i.stats, i.now_ms, i.fast);
+    if pending.is_empty() {
+        return to_json(&ReportsOutput {
+            body: None,
+            sent: Vec::new(),
+        });
+    }
+    let reports = pending
+        .iter()
+        .map(|(surface, since, rule)| crate::health::CaptureReport {
+            surface: surface.clone(),
+            stale_since: since.map(|ms| crate::time::rfc3339(millis(ms))),
+            rule: rule.clone(),
+        })
+        .collect();
+    let body = to_json(&crate::health::CaptureReports { reports })?;
+    to_json(&ReportsOutput {
+        body: Some(body),
+        sent: pending
+            .into_iter()
+            .map(|(surface, stale_since_ms, _)| SentReport {
+                surface,
+                stale_since_ms,
+            })
+            .collect(),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportsSentInput {
+    #[serde(default)]
+    stats: Stats,
+    sent: Vec<SentReport>,
+}
+
+#[derive(Debug, Serialize)]
+struct StatsChanged {
+    stats: Stats,
+    /// `stats` changed: persist it.
+    changed: bool,
+}
+
+/// `{stats, sent}` → `{stats, changed}`: the relay accepted the reports of [`capture_reports`].
+pub fn reports_sent(input: &str) -> Result<String> {
+    let mut i: ReportsSentInput = parse(input)?;
+    let mut changed = false;
+    for r in &i.sent {
+        changed |= i.stats.mark_reported(&r.surface, r.stale_since_ms);
+    }
+    to_json(&StatsChanged {
+        stats: i.stats,
+        changed,
+    })
+}
+
 #[derive(Debug, Serialize)]
 struct Toggled {
     /// Nothing was changed: see [`PageState::stale`].
@@ -1407,6 +1493,50 @@ mod tests {
         fresh = healed["stats"].clone();
         fresh["browser-ext:grok"]["lastAcceptedMs"] = json!(minutes(12));
         assert_eq!(light_at(&fresh, minutes(12)), ("green".into(), None));
+    }
+
+    /// The relay hears of a stale adapter once the light says so, once; then of the heal, once.
+    #[test]
+    fn the_relay_is_told_when_an_adapter_goes_stale_and_when_it_reads_again() {
+        let stats = json!({"browser-ext:grok": {"captured": 0, "overflowed": 0, "accepted": 0,
+            "staleSinceMs": NOW, "lastRule": "message_roots[1]"}});
+        let reports =
+            |stats: &Value, now: u64| call(capture_reports, json!({"now_ms": now, "stats": stats}));
+        let early = reports(&stats, NOW + 60_000);
+        assert_eq!(early["body"], Value::Null, "not yet yellow: {early}");
+        let due = reports(&stats, NOW + 3 * 60_000);
+        let body: Value = serde_json::from_str(due["body"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({"reports": [{"surface": "browser-ext:grok",
+                "stale_since": crate::time::rfc3339(NOW as i64), "rule": "message_roots[1]"}]})
+        );
+        let sent = call(reports_sent, json!({"stats": stats, "sent": due["sent"]}));
+        assert_eq!(sent["changed"], true);
+        let told = sent["stats"].clone();
+        assert_eq!(told["browser-ext:grok"]["staleReportedMs"], NOW);
+        assert_eq!(
+            reports(&told, NOW + 4 * 60_000)["body"],
+            Value::Null,
+            "told once"
+        );
+        let mut healed = told.clone();
+        healed["browser-ext:grok"]
+            .as_object_mut()
+            .unwrap()
+            .remove("staleSinceMs");
+        let clear = reports(&healed, NOW + 5 * 60_000);
+        let body: Value = serde_json::from_str(clear["body"].as_str().unwrap()).unwrap();
+        assert_eq!(body["reports"][0]["stale_since"], Value::Null);
+        let after = call(
+            reports_sent,
+            json!({"stats": healed, "sent": clear["sent"]}),
+        );
+        assert!(after["stats"]["browser-ext:grok"]["staleReportedMs"].is_null());
+        assert_eq!(
+            reports(&after["stats"], NOW + 6 * 60_000)["body"],
+            Value::Null
+        );
     }
 
     #[test]

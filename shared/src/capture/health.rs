@@ -55,14 +55,13 @@ pub fn parse_relay_health(body: &str) -> Option<CaptureHealth> {
 }
 
 /// How long a surface's pages must keep failing its adapter before its light turns yellow, then red.
-pub const STALE_YELLOW_MS: u64 = 2 * 60 * 1000;
-pub const STALE_RED_MS: u64 = 10 * 60 * 1000;
+pub const STALE_YELLOW_MS: u64 = health::STALE_YELLOW_AFTER_MS as u64;
+pub const STALE_RED_MS: u64 = health::STALE_RED_AFTER_MS as u64;
 /// The same with the test flag `testFastFlush` (see extension/TESTING.md).
 pub const FAST_STALE_YELLOW_MS: u64 = 2_000;
 pub const FAST_STALE_RED_MS: u64 = 8_000;
 
-/// The reason code of a surface whose adapter reads nothing on pages that show a conversation.
-pub const ADAPTER_STALE: &str = "adapter_stale";
+pub use crate::health::ADAPTER_STALE;
 
 /// The light the adapter's own state gives (`None`: it reads pages fine, or has not failed for long).
 pub fn stale_light(stale_since_ms: Option<u64>, now_ms: u64, fast: bool) -> Option<Light> {
@@ -79,6 +78,26 @@ pub fn stale_light(stale_since_ms: Option<u64>, now_ms: u64, fast: bool) -> Opti
     } else {
         None
     }
+}
+
+/// What this device should tell the relay about each surface's adapter (`POST /v1/me/capture-reports`): the
+/// surfaces whose stale state, as the relay should see it, differs from what the relay was last told. A surface
+/// counts as stale for the relay once its light says so ([`stale_light`]); `stale_since` is when it started.
+pub fn pending_reports(
+    stats: &Stats,
+    now_ms: u64,
+    fast: bool,
+) -> Vec<(String, Option<u64>, Option<String>)> {
+    stats
+        .0
+        .iter()
+        .filter_map(|(surface, st)| {
+            let want = st
+                .stale_since_ms
+                .filter(|_| stale_light(st.stale_since_ms, now_ms, fast).is_some());
+            (want != st.stale_reported_ms).then(|| (surface.to_owned(), want, st.last_rule.clone()))
+        })
+        .collect()
 }
 
 /// One row of the popup's site list.

@@ -208,6 +208,10 @@ pub struct SurfaceStats {
     /// Which message-root rule matched at the last read (`message_roots[<rank>]`), for debugging adapters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_rule: Option<String>,
+    /// The `stale_since_ms` the relay was last told (`POST /v1/me/capture-reports`); `None`: the relay holds no
+    /// stale report of this device for the surface.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_reported_ms: Option<u64>,
 }
 
 /// What a content script saw on a conversation page at its last read, whether or not it found turns.
@@ -261,6 +265,14 @@ impl Stats {
         }
         st.last_rule = probe.rank.map(|r| format!("message_roots[{r}]"));
         before != (st.stale_since_ms, st.last_rule.clone())
+    }
+
+    /// The relay now holds `stale_since_ms` (or no stale report) of this device for `surface`.
+    pub fn mark_reported(&mut self, surface: &str, stale_since_ms: Option<u64>) -> bool {
+        let st = self.entry(surface);
+        let changed = st.stale_reported_ms != stale_since_ms;
+        st.stale_reported_ms = stale_since_ms;
+        changed
     }
 
     /// Counts a capture; returns whether anything changed.

@@ -8,6 +8,7 @@ mod health;
 mod observations;
 mod pair;
 mod query;
+mod reports;
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,10 @@ pub fn app(state: AppState) -> Router {
     let protected = Router::new()
         .route("/v1/observations", post(observations::post_observations))
         .route("/v1/me/capture-health", get(health::get_capture_health))
+        .route(
+            "/v1/me/capture-reports",
+            post(reports::post_capture_reports),
+        )
         .route("/v1/query", get(query::get_query))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
