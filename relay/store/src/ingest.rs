@@ -361,12 +361,22 @@ impl<'a> Writer<'a> {
 
     fn store(&mut self, r: &Ready) -> Result<ItemResult, StorageError> {
         let o = &r.obs;
-        self.see_thread(r)?;
-        *self.accepted.entry(o.source_surface.clone()).or_insert(0) += 1;
         let thread_uuid = uuid::Uuid::parse_str(&o.thread_id).unwrap_or_default();
         let message_id = ids::message_id(&thread_uuid, &o.turn.content_hash)
             .hyphenated()
             .to_string();
+        // A forgotten turn stays forgotten: answered as a duplicate (the sender drops it), nothing stored.
+        if crate::forget::is_forgotten(self.tx, &message_id)? {
+            return Ok(ItemResult {
+                index: r.index,
+                status: ItemStatus::Duplicate,
+                message_id: Some(message_id),
+                thread_id: Some(o.thread_id.clone()),
+                error: None,
+            });
+        }
+        self.see_thread(r)?;
+        *self.accepted.entry(o.source_surface.clone()).or_insert(0) += 1;
         let exists = self
             .tx
             .prepare_cached("SELECT 1 FROM messages WHERE thread_id = ?1 AND content_hash = ?2")?

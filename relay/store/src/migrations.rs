@@ -35,6 +35,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(5, "0005_search_vec_log_pruning"),
     migration!(6, "0006_drop_redundant_position_index"),
     migration!(7, "0007_agent_tokens"),
+    migration!(8, "0008_signin_and_forget"),
 ];
 
 /// The schema version this build writes.
