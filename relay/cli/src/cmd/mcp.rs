@@ -19,7 +19,7 @@ pub fn run(a: McpArgs) -> anyhow::Result<()> {
     let conn = a.db.open_read_only()?;
     // The configured embedder gives search its meaning signal; without one (or if it fails to load) search
     // still answers from words, entities and time, as `serve` does.
-    let embedder = personkit_server::jobs::configured_embedder(&a.db.path());
+    let (embedder, _) = personkit_server::jobs::configured_embedder(&a.db.path());
     let backend = personkit_mcp::Backend::new(
         std::sync::Arc::new(personkit_mcp::SingleReader::new(conn)),
         Indexes::new(),
