@@ -261,7 +261,7 @@ async fn the_change_feed_reports_new_turns_and_forgotten_threads() {
             .map(|v| v["id"].as_str().unwrap().to_owned())
             .collect()
     };
-    assert_eq!(ids("deleted"), [b.clone()]);
+    assert_eq!(ids("deleted"), std::slice::from_ref(&b));
     assert!(
         ids("created")
             .iter()
