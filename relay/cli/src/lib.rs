@@ -45,6 +45,8 @@ pub enum Command {
     /// Manage the local embedding model.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// Print (and open in the browser) a one-time link that signs in to your library, the relay's dashboard.
+    Open(cmd::open::OpenArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -92,7 +94,7 @@ pub fn init_tracing(default_level: &str) {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    use cmd::{corpus, devices, mcp, model, serve};
+    use cmd::{corpus, devices, mcp, model, open, serve};
     match cli.command {
         Command::Serve(a) => serve::run(a),
         Command::Pair(a) => devices::pair(a),
@@ -106,6 +108,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Corpus(CorpusCommand::Query(a)) => corpus::run_query(&a.db, &a.args),
         Command::Corpus(CorpusCommand::Embed(a)) => corpus::run_embed(&a.db, &a.args),
         Command::Model(ModelCommand::Fetch(a)) => model::run_model_fetch(&a),
+        Command::Open(a) => open::run(a),
     }
 }
 

@@ -531,7 +531,16 @@ fn previous_turn_goes_into_the_vector_text() {
     };
     let at = "2026-05-01T10:00:00Z";
     let o = |conv: &str, role: Role, text: &str, ordinal: u32| {
-        build_observation("browser-ext:claude", conv, role, text, Some(ordinal), None, at, client.clone())
+        build_observation(
+            "browser-ext:claude",
+            conv,
+            role,
+            text,
+            Some(ordinal),
+            None,
+            at,
+            client.clone(),
+        )
     };
     // The reply arrives before the question it answers; another thread sits in between.
     let obs = vec![

@@ -1,11 +1,13 @@
 //! `personkit-server`: the relay's HTTP server. [`app`] builds the axum router over an [`AppState`] (the corpus,
-//! the clock, limits, the embedder and the vector indexes); [`routes`] has one module per route group; [`jobs`]
+//! the clock, limits, the embedder and the vector indexes); [`routes`] has one module per route group; [`dashboard`] is the
+//! server-rendered library at the relay's root; [`jobs`]
 //! runs the background work of a live relay; [`serve`] binds, announces and shuts down.
 //!
 //! It holds no SQL (it calls `personkit-store`) and no ranking (it calls `personkit-search`).
 
 pub mod config;
 pub mod conn;
+pub mod dashboard;
 pub mod error;
 pub mod jobs;
 pub mod ratelimit;
@@ -22,3 +24,5 @@ pub use state::{AppState, AuthedDevice};
 mod props;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_dashboard;

@@ -28,6 +28,8 @@ pub struct AppState {
     pub indexes: Indexes,
     pub(crate) limiter: Arc<RateLimiter>,
     pub(crate) pair_limiter: Arc<RateLimiter>,
+    /// Open dashboard sessions (in memory: a restart signs everyone out).
+    pub(crate) sessions: Arc<crate::dashboard::Sessions>,
 }
 
 impl AppState {
@@ -37,6 +39,7 @@ impl AppState {
             clock,
             limiter: Arc::new(RateLimiter::new(config.rate_limit, config.rate_burst)),
             pair_limiter: Arc::new(RateLimiter::new(PAIR_RATE, PAIR_BURST)),
+            sessions: Arc::default(),
             config: Arc::new(config),
             embedder: None,
             indexes: Indexes::new(),

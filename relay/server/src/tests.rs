@@ -21,7 +21,7 @@ use crate::config::ApiConfig;
 use crate::{AppState, app};
 
 const T0: OffsetDateTime = datetime!(2026-11-22 10:00:00 UTC);
-const CHATGPT: &str = "browser-ext:chatgpt";
+pub(crate) const CHATGPT: &str = "browser-ext:chatgpt";
 
 pub(crate) struct Harness {
     _dir: tempfile::TempDir,
@@ -132,6 +132,10 @@ impl Harness {
         .await
     }
 
+    pub(crate) fn state(&self) -> &AppState {
+        &self.state
+    }
+
     pub(crate) fn count(&self, sql: &str) -> i64 {
         self.state
             .db
@@ -147,7 +151,7 @@ fn client() -> ClientInfo {
     }
 }
 
-fn turn(
+pub(crate) fn turn(
     conv: &str,
     role: Role,
     content: &str,

@@ -362,6 +362,20 @@ impl<'a> Writer<'a> {
 
     fn store(&mut self, r: &Ready) -> Result<ItemResult, StorageError> {
         let o = &r.obs;
+        let thread_uuid = uuid::Uuid::parse_str(&o.thread_id).unwrap_or_default();
+        let message_id = ids::message_id(&thread_uuid, &o.turn.content_hash)
+            .hyphenated()
+            .to_string();
+        // A forgotten turn stays forgotten: answered as a duplicate (the sender drops it), nothing stored.
+        if crate::forget::is_forgotten(self.tx, &message_id)? {
+            return Ok(ItemResult {
+                index: r.index,
+                status: ItemStatus::Duplicate,
+                message_id: Some(message_id),
+                thread_id: Some(o.thread_id.clone()),
+                error: None,
+            });
+        }
         self.see_thread(r)?;
         let seen = self
             .accepted
@@ -371,10 +385,6 @@ impl<'a> Writer<'a> {
         if r.captured_at > seen.1 {
             seen.1.clone_from(&r.captured_at);
         }
-        let thread_uuid = uuid::Uuid::parse_str(&o.thread_id).unwrap_or_default();
-        let message_id = ids::message_id(&thread_uuid, &o.turn.content_hash)
-            .hyphenated()
-            .to_string();
         let exists = self
             .tx
             .prepare_cached("SELECT 1 FROM messages WHERE thread_id = ?1 AND content_hash = ?2")?

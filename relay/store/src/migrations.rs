@@ -36,6 +36,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(6, "0006_drop_redundant_position_index"),
     migration!(7, "0007_agent_tokens"),
     migration!(8, "0008_capture_reports"),
+    migration!(9, "0009_signin_and_forget"),
 ];
 
 /// The schema version this build writes.

@@ -554,6 +554,110 @@ pub fn counts(conn: &Connection, now: OffsetDateTime) -> Result<Counts, DbError>
     })
 }
 
+/// A thread that no longer exists: every turn of it was forgotten.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct DeletedThread {
+    pub id: String,
+    pub surface: String,
+    pub deleted_at: String,
+}
+
+/// What changed since a time: threads that appeared, threads that changed (a new turn or revision, a turn
+/// forgotten), threads that went. A thread id is in at most one list: in `created`/`updated` (its state now)
+/// if it exists, else in `deleted`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Changes {
+    pub created: Vec<ThreadSummary>,
+    pub updated: Vec<ThreadSummary>,
+    pub deleted: Vec<DeletedThread>,
+    /// Pass as `since` next time. Nothing is lost between calls; a change may be reported twice.
+    pub next_since: String,
+    /// More changes are waiting: call again with `next_since` at once.
+    pub has_more: bool,
+}
+
+/// How far before "now" the change feed's cursor is set, so that a batch whose receive time was taken just
+/// before the query but which committed just after it is reported next time rather than missed.
+pub const FEED_GRACE: time::Duration = time::Duration::seconds(2);
+
+/// Threads created, updated and deleted at or after `since` (stored form; times are the relay's receive times,
+/// not the capture times the client reported). `now` must be taken before the call. At most about `limit`
+/// threads per answer (a group of changes sharing one receive time is never split); the rest follow with
+/// `has_more`.
+pub fn changes(
+    conn: &Connection,
+    since: &str,
+    surface: Option<&str>,
+    limit: u32,
+    now: OffsetDateTime,
+) -> Result<Changes, ReadError> {
+    let limit = check_limit(limit)?;
+    let sql = format!(
+        "WITH ch AS (
+             SELECT thread_id, max(received_at) AS at FROM messages WHERE received_at >= ?1 GROUP BY thread_id
+             UNION ALL
+             SELECT thread_id, max(forgotten_at) FROM forget_log WHERE forgotten_at >= ?1 AND whole = 0
+             GROUP BY thread_id),
+         agg AS (SELECT thread_id, max(at) AS at FROM ch GROUP BY thread_id)
+         SELECT {THREAD_COLUMNS}, agg.at,
+                NOT EXISTS (SELECT 1 FROM messages o WHERE o.thread_id = t.id AND o.received_at < ?1)
+         FROM agg JOIN threads t ON t.id = agg.thread_id
+         WHERE (?2 IS NULL OR t.surface = ?2)
+         ORDER BY agg.at, t.id"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params![since, surface])?;
+    let (mut created, mut updated) = (Vec::new(), Vec::new());
+    let mut last_at: Option<String> = None;
+    let mut has_more = false;
+    let mut n = 0u32;
+    while let Some(r) = rows.next()? {
+        let at: String = r.get(8)?;
+        if n >= limit && last_at.as_deref() != Some(at.as_str()) {
+            has_more = true;
+            break;
+        }
+        let t = thread_row(r)?;
+        if r.get::<_, bool>(9)? {
+            created.push(t);
+        } else {
+            updated.push(t);
+        }
+        last_at = Some(at);
+        n += 1;
+    }
+    let deleted = conn
+        .prepare_cached(
+            "SELECT f.thread_id, f.surface, max(f.forgotten_at) FROM forget_log f
+             WHERE f.forgotten_at >= ?1 AND f.whole = 1 AND (?2 IS NULL OR f.surface = ?2)
+               AND NOT EXISTS (SELECT 1 FROM threads t WHERE t.id = f.thread_id)
+             GROUP BY f.thread_id ORDER BY 3, 1",
+        )?
+        .query_map(params![since, surface], |r| {
+            Ok(DeletedThread {
+                id: r.get(0)?,
+                surface: r.get(1)?,
+                deleted_at: r.get(2)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    // Every change up to `last_at` was included, so the next page starts a millisecond after it.
+    let next_since = match (
+        has_more,
+        last_at.as_deref().and_then(crate::clock::parse_time),
+    ) {
+        (true, Some(t)) => fmt_time(t + time::Duration::milliseconds(1)),
+        _ => fmt_time(now - FEED_GRACE).max(since.to_owned()),
+    };
+    Ok(Changes {
+        created,
+        updated,
+        deleted,
+        next_since,
+        has_more,
+    })
+}
+
 /// The compact form of listings: one line per record, starting with a short id prefix, the full ids in a
 /// parallel array, and the page counts. Cheap for a language model to read.
 pub mod compact {
@@ -852,6 +956,70 @@ mod tests {
             "{}",
             c.lines[1]
         );
+    }
+
+    #[test]
+    fn the_change_feed_reports_created_updated_and_deleted_and_pages_without_loss() {
+        let (_d, mut conn) = filled();
+        let before = NOW - time::Duration::minutes(1);
+        let all = changes(&conn, &fmt_time(before), None, 10, NOW).unwrap();
+        assert_eq!((all.created.len(), all.updated.len()), (3, 0));
+        assert!(!all.has_more);
+        assert_eq!(all.next_since, fmt_time(NOW - FEED_GRACE));
+        // All three share one receive time: a page of one still carries the whole group.
+        let one = changes(&conn, &fmt_time(before), None, 1, NOW).unwrap();
+        assert_eq!((one.created.len(), one.has_more), (3, false));
+        // One more turn in thread c, later; then thread b forgotten.
+        let later = NOW + time::Duration::minutes(5);
+        ingest_observations(
+            &mut conn,
+            &Origin {
+                device_id: "d".into(),
+            },
+            &[obs(
+                "browser-ext:chatgpt",
+                "c",
+                Role::User,
+                "and another",
+                2,
+                "2026-11-22T09:02:00Z",
+            )],
+            later,
+        )
+        .unwrap();
+        let b = all
+            .created
+            .iter()
+            .find(|t| t.surface == "browser-ext:claude")
+            .unwrap()
+            .id
+            .clone();
+        crate::forget::forget(&mut conn, &crate::forget::Selection::thread(&b), later).unwrap();
+        // From the cursor: the grace repeats what arrived at NOW (duplicates are allowed, losses are not).
+        let next = changes(&conn, &all.next_since, None, 10, later).unwrap();
+        assert_eq!(next.created.len() + next.updated.len(), 2);
+        assert_eq!(next.deleted.len(), 1);
+        let next = changes(
+            &conn,
+            &fmt_time(NOW + time::Duration::seconds(1)),
+            None,
+            10,
+            later,
+        )
+        .unwrap();
+        assert!(next.created.is_empty());
+        assert_eq!(next.updated.len(), 1);
+        assert_eq!(next.updated[0].turns, 3);
+        assert_eq!(next.deleted.len(), 1);
+        assert_eq!(next.deleted[0].id, b);
+        // Thread a arrived at NOW, c last changed later: pages of one, in order, nothing lost.
+        let p = changes(&conn, &fmt_time(before), None, 1, later).unwrap();
+        assert_eq!(p.created.len(), 1);
+        assert!(p.has_more);
+        let p2 = changes(&conn, &p.next_since, None, 1, later).unwrap();
+        assert_eq!(p2.updated.len(), 1);
+        assert_eq!(p2.updated[0].turns, 3);
+        assert!(!p2.has_more);
     }
 
     #[test]

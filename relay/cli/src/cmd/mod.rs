@@ -4,4 +4,5 @@ pub mod corpus;
 pub mod devices;
 pub mod mcp;
 pub mod model;
+pub mod open;
 pub mod serve;

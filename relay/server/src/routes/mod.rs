@@ -8,6 +8,7 @@ mod health;
 mod observations;
 mod pair;
 mod query;
+pub(crate) mod read;
 mod reports;
 
 use std::time::{Duration, Instant};
@@ -52,6 +53,11 @@ pub fn app(state: AppState) -> Router {
             post(reports::post_capture_reports),
         )
         .route("/v1/query", get(query::get_query))
+        .route("/v1/threads", get(read::list_threads))
+        .route("/v1/threads/{id}", get(read::get_thread))
+        .route("/v1/messages/{id}", get(read::get_message))
+        .route("/v1/changes", get(read::get_changes))
+        .route("/v1/me/dashboard-link", post(read::post_dashboard_link))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_device,
@@ -61,6 +67,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/pair", post(pair::post_pair))
         .merge(protected)
         .merge(mcp)
+        .merge(crate::dashboard::router(state.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(log_request))

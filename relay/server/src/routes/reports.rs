@@ -25,6 +25,14 @@ pub(super) async fn post_capture_reports(
     Extension(AuthedDevice(device)): Extension<AuthedDevice>,
     body: Body,
 ) -> Result<Json<ReportsResponse>, AppError> {
+    if !device.kind.can_ingest() {
+        return Err(AppError::new(
+            StatusCode::FORBIDDEN,
+            "read_only_token",
+            "this is an agent token: it may read the corpus but not report on capture",
+            "send capture reports with a paired device's token (`personkit pair`)",
+        ));
+    }
     let bytes = read_body(body, SMALL_BODY_BYTES, st.config.body_timeout)
         .await
         .map_err(|e| {

@@ -1,0 +1,525 @@
+//! The dashboard at the relay's root: server-rendered HTML (maud) with no JavaScript at all — every page is a
+//! plain document, every action a form — over the same read layer (`personkit_store::read`), search
+//! (`personkit_search::query`) and forget call (`personkit_store::forget`) the API and MCP use.
+//!
+//! Sign-in: `personkit open` or `POST /v1/me/dashboard-link` makes a one-time link (`/signin?t=…`, stored hashed,
+//! 5 minutes); using it opens a session held in memory ([`Sessions`]) and sets an HttpOnly, SameSite=Strict
+//! cookie. Sessions expire after [`SESSION_TTL`] and end on sign-out or relay restart.
+//!
+//! **Architecture invariant:** dashboard pages are authenticated by the session cookie only; a bearer token
+//! (device or agent) is never looked at here, and `/v1` never looks at the cookie. Every state-changing form is
+//! a POST that must carry a one-time CSRF token minted for this session, and must not come from another origin
+//! (`Origin`, `Sec-Fetch-Site`). Responses forbid framing, scripts and outside resources (CSP).
+
+mod markdown;
+mod pages;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Mutex;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use maud::{DOCTYPE, Markup, html};
+use personkit_store::auth::hash_secret;
+use time::{Duration, OffsetDateTime};
+
+use crate::error::AppError;
+use crate::state::AppState;
+
+/// How long a dashboard session lasts from sign-in.
+pub const SESSION_TTL: Duration = Duration::hours(12);
+/// How long a form's CSRF token stays usable.
+const CSRF_TTL: Duration = Duration::hours(2);
+/// Open sessions kept; signing in beyond this ends the oldest.
+const MAX_SESSIONS: usize = 32;
+/// Unused CSRF tokens kept per session; minting beyond this drops the oldest.
+const MAX_CSRF: usize = 64;
+/// Largest form body.
+const FORM_BYTES: usize = 8 * 1024;
+
+/// Open dashboard sessions, by the sha256 of the cookie's secret, each with its unused CSRF tokens.
+#[derive(Default)]
+pub struct Sessions {
+    inner: Mutex<HashMap<String, Session>>,
+}
+
+struct Session {
+    created: OffsetDateTime,
+    expires: OffsetDateTime,
+    /// sha256 of each unused CSRF token and when it stops working.
+    csrf: Vec<(String, OffsetDateTime)>,
+}
+
+impl fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Sessions(<redacted>)")
+    }
+}
+
+fn random_hex() -> Option<String> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).ok()?;
+    Some(hex::encode(b))
+}
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Opens a session and returns its secret (the cookie value).
+    fn open(&self, now: OffsetDateTime) -> Option<String> {
+        let secret = random_hex()?;
+        let mut m = self.lock();
+        m.retain(|_, s| s.expires > now);
+        if m.len() >= MAX_SESSIONS
+            && let Some(oldest) = m
+                .iter()
+                .min_by_key(|(_, s)| s.created)
+                .map(|(k, _)| k.clone())
+        {
+            m.remove(&oldest);
+        }
+        m.insert(
+            hash_secret(&secret),
+            Session {
+                created: now,
+                expires: now + SESSION_TTL,
+                csrf: Vec::new(),
+            },
+        );
+        Some(secret)
+    }
+
+    fn valid(&self, secret: &str, now: OffsetDateTime) -> bool {
+        let mut m = self.lock();
+        let key = hash_secret(secret);
+        match m.get(&key) {
+            Some(s) if s.expires > now => true,
+            Some(_) => {
+                m.remove(&key);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn end(&self, secret: &str) {
+        self.lock().remove(&hash_secret(secret));
+    }
+
+    /// A fresh one-time CSRF token for a form of this session.
+    fn mint_csrf(&self, secret: &str, now: OffsetDateTime) -> String {
+        let token = random_hex().unwrap_or_default();
+        if let Some(s) = self.lock().get_mut(&hash_secret(secret)) {
+            s.csrf.retain(|(_, exp)| *exp > now);
+            if s.csrf.len() >= MAX_CSRF {
+                s.csrf.remove(0);
+            }
+            s.csrf.push((hash_secret(&token), now + CSRF_TTL));
+        }
+        token
+    }
+
+    /// Uses a CSRF token: true once, for a token minted for this session and not expired.
+    fn consume_csrf(&self, secret: &str, token: &str, now: OffsetDateTime) -> bool {
+        let mut m = self.lock();
+        let Some(s) = m.get_mut(&hash_secret(secret)) else {
+            return false;
+        };
+        let h = hash_secret(token);
+        match s.csrf.iter().position(|(t, exp)| *t == h && *exp > now) {
+            Some(i) => {
+                s.csrf.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The signed-in session of a dashboard request (its cookie secret).
+#[derive(Clone)]
+pub(crate) struct SessionSecret(String);
+
+impl fmt::Debug for SessionSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SessionSecret(<redacted>)")
+    }
+}
+
+/// The session cookie's name: per port, since browsers share cookies between ports of one host and two relays
+/// on one machine must not overwrite each other's sessions.
+fn cookie_name(headers: &HeaderMap) -> String {
+    let port = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.rsplit_once(':'))
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        .unwrap_or("80");
+    format!("personkit_session_{port}")
+}
+
+fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    let name = cookie_name(headers);
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
+        .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// What a page handler knows about its request.
+pub(crate) struct Ctx {
+    pub(crate) st: AppState,
+    pub(crate) secret: SessionSecret,
+}
+
+impl Ctx {
+    /// A one-time token for one form on the page being rendered.
+    pub(crate) fn csrf(&self) -> String {
+        self.st
+            .sessions
+            .mint_csrf(&self.secret.0, self.st.clock.now())
+    }
+}
+
+/// The dashboard's routes: pages behind the session, `/signin` and the stylesheet in front of it.
+pub fn router(state: AppState) -> Router<AppState> {
+    let pages = Router::new()
+        .route("/", get(pages::overview))
+        .route("/threads", get(pages::threads))
+        .route("/threads/{id}", get(pages::thread))
+        .route("/threads/{id}/export.md", get(pages::export_markdown))
+        .route(
+            "/threads/{id}/forget",
+            get(pages::forget_thread_confirm).post(pages::forget_thread),
+        )
+        .route("/search", get(pages::search))
+        .route("/devices", get(pages::devices))
+        .route("/devices/pair", post(pages::pair_device))
+        .route("/devices/{id}/revoke", post(pages::revoke_device))
+        .route("/privacy", get(pages::privacy))
+        .route(
+            "/privacy/forget",
+            get(pages::forget_range_confirm).post(pages::forget_range),
+        )
+        .route("/signout", post(signout))
+        .route_layer(middleware::from_fn_with_state(state, require_session));
+    Router::new()
+        .route("/signin", get(signin))
+        .route("/assets/app.css", get(stylesheet))
+        .merge(pages)
+        .layer(middleware::from_fn(page_headers))
+}
+
+/// Headers of every dashboard response: no framing, no scripts, nothing from elsewhere, nothing cached, no
+/// referrer (sign-in links carry a secret in their query).
+async fn page_headers(req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    let set = |h: &mut HeaderMap, k: header::HeaderName, v: &'static str| {
+        h.insert(k, HeaderValue::from_static(v));
+    };
+    set(
+        h,
+        header::CONTENT_SECURITY_POLICY,
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; \
+         frame-ancestors 'none'; base-uri 'none'",
+    );
+    set(h, header::X_FRAME_OPTIONS, "DENY");
+    set(h, header::REFERRER_POLICY, "no-referrer");
+    set(h, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    if !h.contains_key(header::CACHE_CONTROL) {
+        set(h, header::CACHE_CONTROL, "no-store");
+    }
+    resp
+}
+
+/// A dashboard error: an HTML page with the status, what went wrong and what to do.
+pub(crate) struct PageError {
+    status: StatusCode,
+    title: &'static str,
+    message: String,
+    hint: String,
+}
+
+impl PageError {
+    pub(crate) fn new(
+        status: StatusCode,
+        title: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> PageError {
+        PageError {
+            status,
+            title,
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+}
+
+impl From<AppError> for PageError {
+    fn from(e: AppError) -> PageError {
+        let title = match e.status {
+            StatusCode::NOT_FOUND => "Not found",
+            StatusCode::BAD_REQUEST => "That did not work",
+            _ => "The relay could not answer",
+        };
+        PageError::new(e.status, title, e.body.message, e.body.hint)
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let body = bare_page(
+            self.title,
+            html! {
+                p { (self.message) }
+                p.hint { (self.hint) }
+                p { a href="/" { "Back to the overview" } }
+            },
+        );
+        (self.status, Html(body.into_string())).into_response()
+    }
+}
+
+/// A page without navigation (errors, sign-in, signed out).
+pub(crate) fn bare_page(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="color-scheme" content="light dark";
+                title { (title) " · personkit" }
+                link rel="stylesheet" href="/assets/app.css";
+            }
+            body {
+                main #main .narrow {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+fn signed_out(status: StatusCode) -> Response {
+    let body = bare_page(
+        "Sign in to your library",
+        html! {
+            p { "This page needs a dashboard session. On the machine the relay runs on, run:" }
+            pre { code { "personkit open" } }
+            p { "It prints (and opens) a one-time sign-in link. In the extension, the popup's "
+                strong { "Open library" } " does the same." }
+            p.hint { "A device token does not open the dashboard, and a sign-in link works once, for 5 minutes." }
+        },
+    );
+    (status, Html(body.into_string())).into_response()
+}
+
+/// Lets a request through only with a live session cookie; for anything but GET/HEAD, also only from this
+/// relay's own pages (a cross-site form post carries another `Origin`, or `Sec-Fetch-Site: cross-site`).
+async fn require_session(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let now = st.clock.now();
+    let secret = session_cookie(req.headers()).filter(|s| st.sessions.valid(s, now));
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD);
+    if !safe && !same_origin(req.headers()) {
+        return PageError::new(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "this form was sent from another site",
+            "use the dashboard's own pages",
+        )
+        .into_response();
+    }
+    let Some(secret) = secret else {
+        return signed_out(if safe {
+            StatusCode::UNAUTHORIZED
+        } else {
+            StatusCode::FORBIDDEN
+        });
+    };
+    req.extensions_mut().insert(SessionSecret(secret));
+    next.run(req).await
+}
+
+/// True when a state-changing request comes from this relay's own origin, as far as the browser says.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let ok = match (origin.to_str().ok(), host) {
+            (Some(o), Some(h)) => {
+                o.strip_prefix("http://")
+                    .or_else(|| o.strip_prefix("https://"))
+                    == Some(h)
+            }
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    match headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        None | Some("same-origin") => true,
+        Some(_) => false,
+    }
+}
+
+/// The fields of a posted form, after its CSRF token was checked and used up.
+pub(crate) async fn posted_form(
+    ctx: &Ctx,
+    body: Body,
+) -> Result<crate::routes::read::Params, PageError> {
+    let bytes = axum::body::to_bytes(body, FORM_BYTES).await.map_err(|_| {
+        PageError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "That did not work",
+            "the form was too large",
+            "go back and try again",
+        )
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let pairs = crate::routes::read::form_urlencoded(&text);
+    let token = pairs
+        .iter()
+        .find(|(k, _)| k == "csrf")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("");
+    if !ctx
+        .st
+        .sessions
+        .consume_csrf(&ctx.secret.0, token, ctx.st.clock.now())
+    {
+        return Err(PageError::new(
+            StatusCode::FORBIDDEN,
+            "Refused",
+            "this form has expired or was already sent",
+            "reload the page and send the form again",
+        ));
+    }
+    crate::routes::read::Params::parse(
+        Some(&text),
+        &["csrf", "site", "since", "until", "confirm"],
+        "use the dashboard's own forms",
+    )
+    .map_err(PageError::from)
+}
+
+/// `GET /signin?t=<secret>`: uses a one-time link and opens a session. The answer is a page that moves on to
+/// the overview itself, so the first page is a same-site navigation and gets the SameSite=Strict cookie even
+/// when the link was opened from another application or site.
+async fn signin(State(st): State<AppState>, headers: HeaderMap, uri: axum::http::Uri) -> Response {
+    let secret = crate::routes::read::form_urlencoded(uri.query().unwrap_or(""))
+        .into_iter()
+        .find(|(k, _)| k == "t")
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    let now = st.clock.now();
+    let db = st.db.clone();
+    let ok = tokio::task::spawn_blocking(move || {
+        db.write(|c| personkit_store::signin::redeem_link(c, &secret, now))
+    })
+    .await;
+    match ok {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => {
+            return (
+                StatusCode::UNAUTHORIZED,
+                Html(bare_page(
+                    "This sign-in link does not work",
+                    html! {
+                        p { "It has expired (links last 5 minutes) or was already used (each works once)." }
+                        p { "Run " code { "personkit open" } " again for a new one." }
+                    },
+                ).into_string()),
+            )
+                .into_response();
+        }
+        _ => return PageError::from(AppError::storage()).into_response(),
+    }
+    let Some(session) = st.sessions.open(now) else {
+        return PageError::from(AppError::internal()).into_response();
+    };
+    let cookie = format!(
+        "{}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+        cookie_name(&headers),
+        SESSION_TTL.whole_seconds()
+    );
+    let mut resp = (
+        StatusCode::OK,
+        Html(html! {
+            (DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta http-equiv="refresh" content="0; url=/";
+                    title { "Signed in · personkit" }
+                    link rel="stylesheet" href="/assets/app.css";
+                }
+                body { main .narrow { h1 { "Signed in" } p { a href="/" { "Open your library" } } } }
+            }
+        }.into_string()),
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+/// `POST /signout`: ends the session and clears the cookie.
+async fn signout(
+    State(st): State<AppState>,
+    axum::Extension(secret): axum::Extension<SessionSecret>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let ctx = Ctx {
+        st: st.clone(),
+        secret,
+    };
+    if let Err(e) = posted_form(&ctx, body).await {
+        return e.into_response();
+    }
+    st.sessions.end(&ctx.secret.0);
+    let mut resp = (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, HeaderValue::from_static("/"))],
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0",
+        cookie_name(&headers)
+    )) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+async fn stylesheet() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        include_str!("app.css"),
+    )
+        .into_response()
+}

@@ -1,0 +1,600 @@
+//! Handler tests of the read API and the dashboard: the real router over a real corpus file, through `oneshot`.
+//! Sign-in, sessions, CSRF, hostile content, forget and the change feed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use personkit_shared::wire::Role;
+use serde_json::{Value, json};
+use time::Duration;
+
+use crate::tests::{CHATGPT, Harness, Reply, harness, turn};
+
+/// A corpus: thread "a" (3 turns, the second edited once, hostile title), thread "b" (1 turn).
+async fn filled() -> (Harness, String) {
+    let h = harness();
+    let token = h.pair().await;
+    let mut a0 = turn(
+        "a",
+        Role::User,
+        "how do I rename a postgres column",
+        Some(0),
+        None,
+        "2026-11-22T09:00:00Z",
+    );
+    a0["title"] = json!("<script>alert('title')</script> Postgres");
+    a0["url"] = json!("https://chatgpt.com/c/a");
+    let items = vec![
+        a0,
+        turn(
+            "a",
+            Role::Assistant,
+            "first draft",
+            Some(1),
+            None,
+            "2026-11-22T09:01:00Z",
+        ),
+        turn(
+            "a",
+            Role::Assistant,
+            "Use `ALTER TABLE t RENAME COLUMN a TO b`.\n\n<img src=x onerror=alert(1)>\n\n| a | b |\n|---|---|\n| 1 | 2 |",
+            Some(1),
+            None,
+            "2026-11-22T09:02:00Z",
+        ),
+        turn(
+            "a",
+            Role::User,
+            "thanks",
+            Some(2),
+            None,
+            "2026-11-22T09:03:00Z",
+        ),
+        turn(
+            "b",
+            Role::User,
+            "lentil soup recipe",
+            Some(0),
+            None,
+            "2026-11-22T09:30:00Z",
+        ),
+    ];
+    let r = h.send(&token, &items).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    (h, token)
+}
+
+async fn get_with(h: &Harness, path: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut req = Request::get(path);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    h.call(req.body(Body::empty()).unwrap()).await
+}
+
+async fn post_form(
+    h: &Harness,
+    path: &str,
+    cookie: &str,
+    form: &str,
+    extra: &[(&str, &str)],
+) -> Reply {
+    let mut req = Request::post(path)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::COOKIE, cookie)
+        .header(header::ORIGIN, "http://127.0.0.1:8787");
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
+    h.call(req.body(Body::from(form.to_owned())).unwrap()).await
+}
+
+fn text(r: &Reply) -> &str {
+    r.body.as_str().unwrap_or("")
+}
+
+/// The value of the first `name="csrf"` field of a page.
+fn csrf(page: &str) -> String {
+    let i = page
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with a csrf field")
+        + 19;
+    page[i..i + 64].to_owned()
+}
+
+/// Makes a sign-in link the way `personkit open` does and uses it; returns the `Cookie` header value.
+async fn sign_in(h: &Harness) -> String {
+    let secret = link(h);
+    let r = get_with(h, &format!("/signin?t={secret}"), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let set = r.headers.get(header::SET_COOKIE).unwrap().to_str().unwrap();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    set.split(';').next().unwrap().to_owned()
+}
+
+fn link(h: &Harness) -> String {
+    let now = h.state().clock.now();
+    h.state()
+        .db
+        .write(|c| personkit_store::signin::create_link(c, now))
+        .unwrap()
+        .0
+        .expose()
+        .to_owned()
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Read API
+
+#[tokio::test]
+async fn threads_list_pages_filters_and_compact() {
+    let (h, token) = filled().await;
+    let t = Some(token.as_str());
+    let all = h.get("/v1/threads", t).await;
+    assert_eq!(all.status, StatusCode::OK, "{}", all.body);
+    assert_eq!(all.body["page"]["total"], 2);
+    assert_eq!(all.body["threads"][0]["turns"], 1, "b is the most recent");
+    assert_eq!(all.body["threads"][1]["turns"], 3, "an edit is one turn");
+    let p1 = h.get("/v1/threads?limit=1", t).await;
+    assert_eq!(p1.body["page"]["has_more"], true);
+    let cursor = p1.body["page"]["next_cursor"].as_str().unwrap();
+    let p2 = h
+        .get(
+            &format!("/v1/threads?limit=1&cursor={}", cursor.replace(':', "%3A")),
+            t,
+        )
+        .await;
+    assert_eq!(p2.status, StatusCode::OK, "{}", p2.body);
+    assert_eq!(p2.body["threads"][0]["id"], all.body["threads"][1]["id"]);
+    assert_eq!(p2.body["page"]["has_more"], false);
+    let c = h.get("/v1/threads?format=compact", t).await;
+    assert_eq!(c.body["lines"].as_array().unwrap().len(), 2);
+    let id = c.body["ids"][1].as_str().unwrap();
+    assert!(c.body["lines"][1].as_str().unwrap().starts_with(&id[..8]));
+    assert_eq!(
+        (c.body["total"].clone(), c.body["has_more"].clone()),
+        (json!(2), json!(false))
+    );
+    let f = h
+        .get("/v1/threads?words=postgres+rename&since=2026-11-22", t)
+        .await;
+    assert_eq!(f.body["page"]["total"], 1);
+    let none = h
+        .get(
+            &format!("/v1/threads?surface={CHATGPT}&until=2026-11-01"),
+            t,
+        )
+        .await;
+    assert_eq!(none.body["page"]["total"], 0);
+    // Refusals, each with the error shape.
+    for (path, status, code) in [
+        ("/v1/threads?limt=5", 400, "unknown_parameter"),
+        ("/v1/threads?limit=0", 400, "bad_query"),
+        ("/v1/threads?limit=5&limit=6", 400, "repeated_parameter"),
+        ("/v1/threads?since=yesterday-ish", 400, "bad_query"),
+        ("/v1/threads?cursor=garbage", 400, "bad_query"),
+        ("/v1/threads?format=xml", 400, "bad_query"),
+        ("/v1/threads/0000000000000000", 404, "not_found"),
+        ("/v1/messages/nope", 404, "not_found"),
+    ] {
+        let r = h.get(path, t).await;
+        assert_eq!(r.status.as_u16(), status, "{path}: {}", r.body);
+        assert_eq!(r.body["code"], code, "{path}");
+        assert!(
+            r.body["hint"].as_str().is_some_and(|s| !s.is_empty()),
+            "{path}"
+        );
+    }
+    let anon = h.get("/v1/threads", None).await;
+    assert_eq!(anon.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_thread_and_a_message_read_with_revisions() {
+    let (h, token) = filled().await;
+    let t = Some(token.as_str());
+    let id = personkit_testkit::thread_id(CHATGPT, "a");
+    let d = h.get(&format!("/v1/threads/{}", &id[..8]), t).await;
+    assert_eq!(d.status, StatusCode::OK, "{}", d.body);
+    assert_eq!(d.body["thread"]["url"], "https://chatgpt.com/c/a");
+    let turns = d.body["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 3);
+    assert_eq!(turns[1]["revisions"][0]["content"], "first draft");
+    let c = h
+        .get(&format!("/v1/threads/{id}?format=compact&limit=2"), t)
+        .await;
+    assert_eq!(c.body["turns"]["lines"].as_array().unwrap().len(), 2);
+    assert_eq!(c.body["turns"]["has_more"], true);
+    let mid = turns[1]["revisions"][0]["id"].as_str().unwrap();
+    let m = h.get(&format!("/v1/messages/{mid}"), t).await;
+    assert_eq!(m.body["is_current"], false);
+    assert_eq!(m.body["revisions_at_position"], 2);
+}
+
+#[tokio::test]
+async fn the_change_feed_reports_new_turns_and_forgotten_threads() {
+    let (h, token) = filled().await;
+    let t = Some(token.as_str());
+    let first = h.get("/v1/changes?since=2026-11-01", t).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    assert_eq!(first.body["created"].as_array().unwrap().len(), 2);
+    let next = first.body["next_since"].as_str().unwrap().to_owned();
+    h.state().clock.advance(Duration::minutes(1));
+    let r = h
+        .send(
+            &token,
+            &[turn(
+                "a",
+                Role::Assistant,
+                "you're welcome",
+                Some(3),
+                None,
+                "2026-11-22T10:00:30Z",
+            )],
+        )
+        .await;
+    assert_eq!(r.body["stored"], 1);
+    // Forget thread b through the dashboard.
+    let cookie = sign_in(&h).await;
+    let b = personkit_testkit::thread_id(CHATGPT, "b");
+    let page = get_with(&h, &format!("/threads/{b}/forget"), &[("cookie", &cookie)]).await;
+    assert!(text(&page).contains("1 messages"), "{}", text(&page));
+    let form = format!("csrf={}&confirm=1", csrf(text(&page)));
+    let done = post_form(&h, &format!("/threads/{b}/forget"), &cookie, &form, &[]).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    h.state().clock.advance(Duration::minutes(1));
+    let ch = h
+        .get(
+            &format!("/v1/changes?since={}", next.replace(':', "%3A")),
+            t,
+        )
+        .await;
+    assert_eq!(ch.status, StatusCode::OK, "{}", ch.body);
+    let ids = |k: &str| -> Vec<String> {
+        ch.body[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids("deleted"), std::slice::from_ref(&b));
+    assert!(
+        ids("created")
+            .iter()
+            .chain(ids("updated").iter())
+            .any(|i| *i == personkit_testkit::thread_id(CHATGPT, "a"))
+    );
+    assert!(!ids("created").contains(&b) && !ids("updated").contains(&b));
+    let missing = h.get("/v1/changes", t).await;
+    assert_eq!(missing.body["code"], "bad_query");
+}
+
+#[tokio::test]
+async fn a_device_gets_a_dashboard_link_and_an_agent_does_not() {
+    let (h, token) = filled().await;
+    let r = h.post("/v1/me/dashboard-link", Some(&token), "").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let url = r.body["url"].as_str().unwrap();
+    assert!(url.starts_with("http://127.0.0.1:8787/signin?t="), "{url}");
+    let path = &url["http://127.0.0.1:8787".len()..];
+    let s = get_with(&h, path, &[]).await;
+    assert_eq!(s.status, StatusCode::OK);
+    let now = h.state().clock.now();
+    let (_, agent) = h
+        .state()
+        .db
+        .write(|c| personkit_store::auth::create_agent(c, "claude", now))
+        .unwrap();
+    let r = h
+        .post("/v1/me/dashboard-link", Some(agent.expose()), "")
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(r.body["code"], "read_only_token");
+    // Nor may it report on capture (a write like ingest).
+    let r = h
+        .post(
+            "/v1/me/capture-reports",
+            Some(agent.expose()),
+            r#"{"reports":[{"surface":"browser-ext:grok","stale_since":"2026-11-01T00:00:00Z"}]}"#,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    assert_eq!(r.body["code"], "read_only_token");
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Dashboard: sign-in and sessions
+
+#[tokio::test]
+async fn sign_in_links_work_once_and_expire_and_tokens_never_open_pages() {
+    let (h, token) = filled().await;
+    // Without a session: the signed-out page, whatever bearer token comes along.
+    let bearer = format!("Bearer {token}");
+    let r = get_with(&h, "/", &[("authorization", &bearer)]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(text(&r).contains("personkit open"));
+    let secret = link(&h);
+    let ok = get_with(&h, &format!("/signin?t={secret}"), &[]).await;
+    assert_eq!(ok.status, StatusCode::OK);
+    let cookie = ok
+        .headers
+        .get(header::SET_COOKIE)
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(cookie.starts_with("personkit_session_8787="), "{cookie}");
+    let reused = get_with(&h, &format!("/signin?t={secret}"), &[]).await;
+    assert_eq!(reused.status, StatusCode::UNAUTHORIZED, "a link works once");
+    assert!(reused.headers.get(header::SET_COOKIE).is_none());
+    let late = link(&h);
+    h.state().clock.advance(Duration::minutes(6));
+    let expired = get_with(&h, &format!("/signin?t={late}"), &[]).await;
+    assert_eq!(
+        expired.status,
+        StatusCode::UNAUTHORIZED,
+        "links last 5 minutes"
+    );
+    // A session opens every page; the bearer token is not what does it.
+    let cookie = sign_in(&h).await;
+    for path in [
+        "/",
+        "/threads",
+        "/search?q=postgres",
+        "/devices",
+        "/privacy",
+    ] {
+        let r = get_with(&h, path, &[("cookie", &cookie)]).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}: {}", text(&r));
+        assert!(!text(&r).contains(&token), "{path} shows a token");
+        let csp = r
+            .headers
+            .get(header::CONTENT_SECURITY_POLICY)
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"));
+    }
+    // The cookie does not open the API.
+    let api = get_with(&h, "/v1/threads", &[("cookie", &cookie)]).await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED);
+    // Sessions expire.
+    h.state()
+        .clock
+        .advance(crate::dashboard::SESSION_TTL + Duration::minutes(1));
+    let r = get_with(&h, "/", &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn sign_out_ends_the_session() {
+    let (h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let page = get_with(&h, "/", &[("cookie", &cookie)]).await;
+    let out = post_form(
+        &h,
+        "/signout",
+        &cookie,
+        &format!("csrf={}", csrf(text(&page))),
+        &[],
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert!(
+        out.headers
+            .get(header::SET_COOKIE)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    let r = get_with(&h, "/", &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn forms_need_a_fresh_csrf_token_from_this_origin_and_host() {
+    let (h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let devices = |h: &Harness| h.count("SELECT count(*) FROM pairing_codes");
+    let before = devices(&h);
+    let page = get_with(&h, "/devices", &[("cookie", &cookie)]).await;
+    let tok = csrf(text(&page));
+    let missing = post_form(&h, "/devices/pair", &cookie, "", &[]).await;
+    assert_eq!(missing.status, StatusCode::FORBIDDEN, "no token");
+    let wrong = post_form(
+        &h,
+        "/devices/pair",
+        &cookie,
+        &format!("csrf={}", "0".repeat(64)),
+        &[],
+    )
+    .await;
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN, "unknown token");
+    let cross = {
+        let req = Request::post("/devices/pair")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::COOKIE, &cookie)
+            .header(header::ORIGIN, "https://evil.example")
+            .body(Body::from(format!("csrf={tok}")))
+            .unwrap();
+        h.call(req).await
+    };
+    assert_eq!(cross.status, StatusCode::FORBIDDEN, "another origin");
+    let fetch_site = post_form(
+        &h,
+        "/devices/pair",
+        &cookie,
+        &format!("csrf={tok}"),
+        &[("sec-fetch-site", "cross-site")],
+    )
+    .await;
+    assert_eq!(
+        fetch_site.status,
+        StatusCode::FORBIDDEN,
+        "Sec-Fetch-Site: cross-site"
+    );
+    assert_eq!(devices(&h), before, "nothing happened so far");
+    let ok = post_form(&h, "/devices/pair", &cookie, &format!("csrf={tok}"), &[]).await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", text(&ok));
+    assert!(text(&ok).contains("Pairing code"));
+    assert_eq!(devices(&h), before + 1);
+    let reused = post_form(&h, "/devices/pair", &cookie, &format!("csrf={tok}"), &[]).await;
+    assert_eq!(reused.status, StatusCode::FORBIDDEN, "a token works once");
+    assert_eq!(devices(&h), before + 1);
+    // Without the session cookie (what a cross-site post gets under SameSite=Strict): refused.
+    let page = get_with(&h, "/devices", &[("cookie", &cookie)]).await;
+    let req = Request::post("/devices/pair")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(format!("csrf={}", csrf(text(&page)))))
+        .unwrap();
+    assert_eq!(h.call(req).await.status, StatusCode::FORBIDDEN);
+    // A wrong Host (DNS rebinding) is refused before anything else.
+    let r = get_with(
+        &h,
+        "/",
+        &[("cookie", &cookie), ("host", "evil.example:8787")],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::MISDIRECTED_REQUEST);
+    let r = get_with(
+        &h,
+        &format!("/signin?t={}", link(&h)),
+        &[("host", "evil.example")],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::MISDIRECTED_REQUEST);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Dashboard: pages
+
+#[tokio::test]
+async fn hostile_titles_and_content_are_shown_as_text() {
+    let (h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let id = personkit_testkit::thread_id(CHATGPT, "a");
+    for path in [
+        "/threads".to_owned(),
+        format!("/threads/{id}"),
+        "/search?q=postgres".to_owned(),
+    ] {
+        let r = get_with(&h, &path, &[("cookie", &cookie)]).await;
+        let page = text(&r);
+        assert!(!page.contains("<script"), "{path}: {page}");
+        assert!(!page.contains("<img"), "{path}");
+        assert!(
+            page.contains("&lt;script&gt;alert('title')&lt;/script&gt;")
+                || page.contains("&lt;script&gt;alert(&#39;title&#39;)"),
+            "{path}: {page}"
+        );
+    }
+    let r = get_with(&h, &format!("/threads/{id}"), &[("cookie", &cookie)]).await;
+    let page = text(&r);
+    assert!(
+        page.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<table>")
+            && page.contains("<code>ALTER TABLE t RENAME COLUMN a TO b</code>")
+    );
+    assert!(page.contains("1 other revision"), "revisions are listed");
+    assert!(
+        page.contains("href=\"https://chatgpt.com/c/a\""),
+        "link to the original"
+    );
+    let md = get_with(
+        &h,
+        &format!("/threads/{id}/export.md"),
+        &[("cookie", &cookie)],
+    )
+    .await;
+    assert_eq!(md.status, StatusCode::OK);
+    assert!(
+        md.headers
+            .get(header::CONTENT_DISPOSITION)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("attachment; filename=\"script-alert-title-script-postgres-")
+    );
+    assert!(
+        text(&md).contains("## assistant · 2026-11-22 09:02 UTC"),
+        "{}",
+        text(&md)
+    );
+}
+
+#[tokio::test]
+async fn forgetting_a_date_range_counts_first_and_removes_from_every_page() {
+    let (h, token) = filled().await;
+    let cookie = sign_in(&h).await;
+    let confirm = get_with(
+        &h,
+        "/privacy/forget?site=browser-ext%3Achatgpt&since=2026-11-22&until=2026-11-22",
+        &[("cookie", &cookie)],
+    )
+    .await;
+    assert_eq!(confirm.status, StatusCode::OK, "{}", text(&confirm));
+    assert!(text(&confirm).contains("5 messages"), "{}", text(&confirm));
+    assert_eq!(
+        h.count("SELECT count(*) FROM messages"),
+        5,
+        "counting changes nothing"
+    );
+    let form = format!(
+        "csrf={}&site=browser-ext%3Achatgpt&since=2026-11-22&until=2026-11-22&confirm=5",
+        csrf(text(&confirm))
+    );
+    let done = post_form(&h, "/privacy/forget", &cookie, &form, &[]).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", text(&done));
+    assert_eq!(h.count("SELECT count(*) FROM messages"), 0);
+    let list = get_with(&h, "/threads", &[("cookie", &cookie)]).await;
+    assert!(!text(&list).contains("Postgres") && text(&list).contains("0 threads"));
+    let s = get_with(&h, "/search?q=lentil", &[("cookie", &cookie)]).await;
+    assert!(text(&s).contains("0 results"), "{}", text(&s));
+    let api = h.get("/v1/query?q=lentil", Some(&token)).await;
+    assert_eq!(api.body["hits"].as_array().unwrap().len(), 0);
+    // The extension replaying its queue brings nothing back.
+    let replay = h
+        .send(
+            &token,
+            &[turn(
+                "b",
+                Role::User,
+                "lentil soup recipe",
+                Some(0),
+                None,
+                "2026-11-22T09:30:00Z",
+            )],
+        )
+        .await;
+    assert_eq!(replay.body["duplicate"], 1);
+    assert_eq!(h.count("SELECT count(*) FROM messages"), 0);
+}
+
+#[tokio::test]
+async fn overview_shows_lights_counts_and_search_says_why() {
+    let (h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let o = get_with(&h, "/", &[("cookie", &cookie)]).await;
+    let page = text(&o);
+    assert!(
+        page.contains("chatgpt") && page.contains("light green"),
+        "{page}"
+    );
+    assert!(page.contains("keywords only"));
+    let s = get_with(&h, "/search?q=lentil+soup", &[("cookie", &cookie)]).await;
+    let page = text(&s);
+    assert!(page.contains("<mark>lentil</mark>"), "{page}");
+    assert!(page.contains("Matched by its words"), "{page}");
+    let bad = get_with(&h, "/search?q=x&role=robot", &[("cookie", &cookie)]).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let unknown = get_with(&h, "/threads?bogus=1", &[("cookie", &cookie)]).await;
+    assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
+    let _: Value = json!(null);
+}

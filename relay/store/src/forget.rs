@@ -1,0 +1,448 @@
+//! Forgetting: the one call that removes turns from the corpus for good — the dashboard's Forget (a thread, a
+//! site, a date range) and, later, `personkit forget` and `DELETE /v1/threads/{id}` use it.
+//!
+//! A [`Selection`] names messages; [`preview`] counts them (shown before a confirmation) and [`forget`] removes
+//! them in one transaction: their content leaves `messages` and the full-text index (by trigger), their vectors,
+//! vector state (the change log tells in-memory indexes), cached embeddings no other row uses, and their
+//! `persona_observations` rows; a thread left with no turns goes too. Each message leaves a tombstone — its
+//! content-derived id, no content — in `forgotten_messages`, and ingest answers a forgotten turn as a duplicate
+//! without storing it, so a replayed queue or a re-import never brings it back. `forget_log` records which
+//! threads changed, for the read API's change feed. The writer connection runs with `secure_delete` on, so
+//! freed pages are zeroed rather than left in the file.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::clock::fmt_time;
+use crate::db::DbError;
+use crate::vectors::{Kind, SUPPORTED_DIMS};
+
+/// Which messages to forget: every message matching all the given parts. At least one part must be given.
+/// Times are in the stored form and compare with a message's time (`occurred_at`, else `captured_at`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// A full thread id.
+    pub thread: Option<String>,
+    pub surface: Option<String>,
+    /// Inclusive lower bound.
+    pub since: Option<String>,
+    /// Exclusive upper bound.
+    pub until: Option<String>,
+}
+
+impl Selection {
+    pub fn thread(id: &str) -> Selection {
+        Selection {
+            thread: Some(id.to_owned()),
+            ..Selection::default()
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.thread.is_none()
+            && self.surface.is_none()
+            && self.since.is_none()
+            && self.until.is_none()
+    }
+}
+
+/// What a forget touches (before) or touched (after).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Stored contents, revisions included.
+    pub messages: u64,
+    /// Threads with at least one selected message.
+    pub threads: u64,
+    /// Threads that have nothing left afterwards and go as a whole.
+    pub whole_threads: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ForgetError {
+    #[error("say what to forget: a thread, a site, or a date range")]
+    EmptySelection,
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl From<rusqlite::Error> for ForgetError {
+    fn from(e: rusqlite::Error) -> Self {
+        ForgetError::Db(DbError::Sqlite(e))
+    }
+}
+
+const SELECT_WHERE: &str = "(?1 IS NULL OR m.thread_id = ?1)
+    AND (?2 IS NULL OR m.thread_id IN (SELECT id FROM threads WHERE surface = ?2))
+    AND (?3 IS NULL OR COALESCE(m.occurred_at, m.captured_at) >= ?3)
+    AND (?4 IS NULL OR COALESCE(m.occurred_at, m.captured_at) < ?4)";
+
+/// Counts what [`forget`] would remove, without changing anything.
+pub fn preview(conn: &Connection, sel: &Selection) -> Result<Counts, ForgetError> {
+    if sel.is_empty() {
+        return Err(ForgetError::EmptySelection);
+    }
+    let sql = format!(
+        "WITH sel AS (SELECT m.thread_id FROM messages m WHERE {SELECT_WHERE}),
+              per AS (SELECT thread_id, count(*) AS n FROM sel GROUP BY thread_id)
+         SELECT COALESCE(sum(n), 0), count(*),
+                COALESCE(sum(n = (SELECT count(*) FROM messages a WHERE a.thread_id = per.thread_id)), 0)
+         FROM per"
+    );
+    let c = conn.query_row(
+        &sql,
+        params![sel.thread, sel.surface, sel.since, sel.until],
+        |r| {
+            Ok(Counts {
+                messages: r.get(0)?,
+                threads: r.get(1)?,
+                whole_threads: r.get(2)?,
+            })
+        },
+    )?;
+    Ok(c)
+}
+
+/// Removes the selected messages for good (see the module docs) in one transaction, and says what went.
+pub fn forget(
+    conn: &mut Connection,
+    sel: &Selection,
+    now: OffsetDateTime,
+) -> Result<Counts, ForgetError> {
+    if sel.is_empty() {
+        return Err(ForgetError::EmptySelection);
+    }
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    let now_s = fmt_time(now);
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS forget_sel (pk INTEGER PRIMARY KEY, id TEXT NOT NULL,
+             thread_id TEXT NOT NULL, position_key TEXT);
+         DELETE FROM forget_sel;",
+    )?;
+    let selected = tx.execute(
+        &format!(
+            "INSERT INTO forget_sel (pk, id, thread_id, position_key)
+             SELECT m.pk, m.id, m.thread_id, m.position_key FROM messages m WHERE {SELECT_WHERE}"
+        ),
+        params![sel.thread, sel.surface, sel.since, sel.until],
+    )?;
+    if selected == 0 {
+        drop(tx);
+        return Ok(Counts::default());
+    }
+    tx.execute(
+        "INSERT OR IGNORE INTO forgotten_messages (id, thread_id, forgotten_at)
+         SELECT id, thread_id, ?1 FROM forget_sel",
+        [&now_s],
+    )?;
+    tx.execute(
+        "DELETE FROM persona_observations WHERE message_id IN (SELECT id FROM forget_sel)",
+        [],
+    )?;
+    // Cached embeddings of these texts, unless another row still uses the same text.
+    tx.execute(
+        "DELETE FROM embeddings WHERE text_hash IN (
+             SELECT s.text_hash FROM search_vec_state s JOIN forget_sel f ON s.kind = 'message' AND s.pk = f.pk)
+           AND text_hash NOT IN (
+             SELECT s.text_hash FROM search_vec_state s
+             WHERE NOT (s.kind = 'message' AND s.pk IN (SELECT pk FROM forget_sel)))",
+        [],
+    )?;
+    let pks: Vec<i64> = tx
+        .prepare("SELECT pk FROM forget_sel")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for d in SUPPORTED_DIMS {
+        for table in [Kind::Message.vec_table(d), Kind::Message.bit_table(d)] {
+            let mut del = tx.prepare_cached(&format!("DELETE FROM {table} WHERE rowid = ?1"))?;
+            for pk in &pks {
+                del.execute([pk])?;
+            }
+        }
+    }
+    tx.execute(
+        "DELETE FROM search_vec_state WHERE kind = 'message' AND pk IN (SELECT pk FROM forget_sel)",
+        [],
+    )?;
+    let positions: Vec<(String, String)> = tx
+        .prepare(
+            "SELECT DISTINCT thread_id, position_key FROM forget_sel WHERE position_key IS NOT NULL",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let threads: Vec<(String, u64)> = tx
+        .prepare("SELECT thread_id, count(*) FROM forget_sel GROUP BY thread_id")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    tx.execute(
+        "DELETE FROM messages WHERE pk IN (SELECT pk FROM forget_sel)",
+        [],
+    )?;
+    // The newest remaining content at a position is current again (by capture time, then hash, as ingest does).
+    {
+        let mut fix = tx.prepare_cached(
+            "UPDATE messages SET is_current = (pk = (
+                 SELECT pk FROM messages o WHERE o.thread_id = ?1 AND o.position_key = ?2
+                 ORDER BY o.captured_at DESC, o.content_hash DESC LIMIT 1))
+             WHERE thread_id = ?1 AND position_key = ?2",
+        )?;
+        for (t, p) in &positions {
+            fix.execute(params![t, p])?;
+        }
+    }
+    let mut counts = Counts {
+        messages: selected as u64,
+        threads: threads.len() as u64,
+        whole_threads: 0,
+    };
+    for (thread_id, n) in &threads {
+        let surface: Option<String> = tx
+            .query_row(
+                "SELECT surface FROM threads WHERE id = ?1",
+                [thread_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(surface) = surface else { continue };
+        let left: Option<(String, String)> = tx
+            .query_row(
+                "SELECT min(captured_at), max(captured_at) FROM messages WHERE thread_id = ?1 HAVING count(*) > 0",
+                [thread_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let whole = left.is_none();
+        match left {
+            None => {
+                tx.execute(
+                    "DELETE FROM persona_observations WHERE thread_id = ?1",
+                    [thread_id],
+                )?;
+                tx.execute("DELETE FROM threads WHERE id = ?1", [thread_id])?;
+                counts.whole_threads += 1;
+            }
+            Some((first, last)) => {
+                tx.execute(
+                    "UPDATE threads SET first_seen_at = ?2, last_seen_at = ?3 WHERE id = ?1",
+                    params![thread_id, first, last],
+                )?;
+            }
+        }
+        tx.execute(
+            "INSERT INTO forget_log (thread_id, surface, messages, whole, forgotten_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![thread_id, surface, n, whole, now_s],
+        )?;
+    }
+    tx.execute("DELETE FROM forget_sel", [])?;
+    tx.commit()?;
+    // Move the freed (zeroed) pages out of the write-ahead log as soon as no reader needs them.
+    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    Ok(counts)
+}
+
+/// Whether a message id was forgotten (ingest's test).
+pub fn is_forgotten(conn: &Connection, message_id: &str) -> Result<bool, DbError> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM forgotten_messages WHERE id = ?1")?
+        .exists([message_id])?)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::ingest::{Origin, ingest_observations};
+    use personkit_shared::wire::{ClientInfo, Observation, Role, build_observation};
+    use time::macros::datetime;
+
+    const NOW: OffsetDateTime = datetime!(2026-11-22 10:00:00 UTC);
+
+    fn obs(surface: &str, conv: &str, text: &str, ord: u32, at: &str) -> Observation {
+        let client = ClientInfo {
+            app_version: "0.1.0".into(),
+            device_id: "ext".into(),
+        };
+        let role = if ord.is_multiple_of(2) {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        build_observation(surface, conv, role, text, Some(ord), None, at, client)
+    }
+
+    fn origin() -> Origin {
+        Origin {
+            device_id: "d".into(),
+        }
+    }
+
+    fn count(conn: &Connection, sql: &str) -> u64 {
+        conn.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    fn corpus() -> (tempfile::TempDir, Connection, Vec<Observation>) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = crate::db::open(&dir.path().join("c.db")).unwrap();
+        let g = "browser-ext:chatgpt";
+        let batch = vec![
+            obs(g, "a", "secret plan alpha", 0, "2026-11-20T09:00:00Z"),
+            obs(g, "a", "first draft answer", 1, "2026-11-20T09:01:00Z"),
+            obs(g, "a", "second draft answer", 1, "2026-11-21T09:02:00Z"),
+            obs(g, "b", "lentil soup", 0, "2026-11-21T09:00:00Z"),
+            obs(
+                "browser-ext:claude",
+                "c",
+                "borrow checker",
+                0,
+                "2026-11-22T09:00:00Z",
+            ),
+        ];
+        ingest_observations(&mut conn, &origin(), &batch, NOW).unwrap();
+        (dir, conn, batch)
+    }
+
+    #[test]
+    fn a_whole_thread_goes_from_every_table_and_never_comes_back() {
+        let (_d, mut conn, batch) = corpus();
+        let thread = batch[0].thread_id.clone();
+        let sel = Selection::thread(&thread);
+        let before = preview(&conn, &sel).unwrap();
+        assert_eq!(
+            before,
+            Counts {
+                messages: 3,
+                threads: 1,
+                whole_threads: 1
+            }
+        );
+        // A vector and a cached embedding for one of its messages.
+        let pk: i64 = conn
+            .query_row(
+                "SELECT pk FROM messages WHERE content = 'secret plan alpha'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let v = vec![0.5f32; 384];
+        let h = crate::vectors::text_hash("secret plan alpha");
+        let model = crate::vectors::ModelRef {
+            id: "m",
+            version: "1",
+            dim: 384,
+        };
+        let vectors = std::collections::HashMap::from([(h.clone(), v.clone())]);
+        crate::vectors::write_batch(
+            &mut conn,
+            Kind::Message,
+            model,
+            &[(h.clone(), v)],
+            &[(pk, h)],
+            &vectors,
+            "2026-11-22T10:00:00.000Z",
+        )
+        .unwrap();
+        assert_eq!(count(&conn, "SELECT count(*) FROM embeddings"), 1);
+        let done = forget(&mut conn, &sel, NOW).unwrap();
+        assert_eq!(done, before);
+        for (sql, n) in [
+            (
+                "SELECT count(*) FROM messages WHERE thread_id IN (SELECT thread_id FROM forgotten_messages)",
+                0,
+            ),
+            (
+                "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'secret OR draft'",
+                0,
+            ),
+            ("SELECT count(*) FROM embeddings", 0),
+            ("SELECT count(*) FROM messages_vec_384", 0),
+            ("SELECT count(*) FROM search_vec_state", 0),
+            (
+                "SELECT count(*) FROM persona_observations WHERE message_id NOT IN (SELECT id FROM messages)",
+                0,
+            ),
+            ("SELECT count(*) FROM threads", 2),
+            ("SELECT count(*) FROM forgotten_messages", 3),
+            ("SELECT count(*) FROM forget_log WHERE whole = 1", 1),
+        ] {
+            assert_eq!(count(&conn, sql), n, "{sql}");
+        }
+        // Replaying the same turns stores nothing and answers duplicate (so the extension drops them).
+        let again = ingest_observations(&mut conn, &origin(), &batch[..3], NOW).unwrap();
+        assert_eq!((again.stored, again.duplicate), (0, 3));
+        assert_eq!(
+            count(&conn, "SELECT count(*) FROM threads"),
+            2,
+            "no empty thread row"
+        );
+        // A new turn in the same conversation is captured as usual.
+        let new = obs(
+            "browser-ext:chatgpt",
+            "a",
+            "a new question",
+            2,
+            "2026-11-22T09:30:00Z",
+        );
+        let r = ingest_observations(&mut conn, &origin(), &[new], NOW).unwrap();
+        assert_eq!(r.stored, 1);
+    }
+
+    #[test]
+    fn a_date_range_takes_some_turns_and_the_older_revision_becomes_current() {
+        let (_d, mut conn, batch) = corpus();
+        let sel = Selection {
+            since: Some("2026-11-21T00:00:00.000Z".into()),
+            until: Some("2026-11-22T00:00:00.000Z".into()),
+            ..Selection::default()
+        };
+        let c = forget(&mut conn, &sel, NOW).unwrap();
+        assert_eq!(
+            c,
+            Counts {
+                messages: 2,
+                threads: 2,
+                whole_threads: 1
+            }
+        );
+        let current: String = conn
+            .query_row(
+                "SELECT content FROM messages WHERE thread_id = ?1 AND ordinal = 1 AND is_current = 1",
+                [&batch[0].thread_id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(current, "first draft answer");
+        let last: String = conn
+            .query_row(
+                "SELECT last_seen_at FROM threads WHERE id = ?1",
+                [&batch[0].thread_id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(last, "2026-11-20T09:01:00.000Z");
+        assert_eq!(
+            count(&conn, "SELECT count(*) FROM forget_log WHERE whole = 0"),
+            1
+        );
+    }
+
+    #[test]
+    fn nothing_is_forgotten_without_a_selection() {
+        let (_d, mut conn, _) = corpus();
+        assert!(matches!(
+            forget(&mut conn, &Selection::default(), NOW),
+            Err(ForgetError::EmptySelection)
+        ));
+        let site = Selection {
+            surface: Some("browser-ext:claude".into()),
+            ..Selection::default()
+        };
+        assert_eq!(preview(&conn, &site).unwrap().messages, 1);
+        assert_eq!(
+            count(&conn, "SELECT count(*) FROM messages"),
+            5,
+            "preview changes nothing"
+        );
+    }
+}
