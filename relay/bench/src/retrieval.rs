@@ -278,7 +278,12 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
     }
     let (mut results, questions, skipped) = evaluate(&conn, embedder.as_deref(), &convs, &all)?;
     if let (Some(mut ctx), Some(e)) = (ctx, &embedder) {
-        embed_all(&mut ctx, e.as_ref(), turns, indexer::EmbedText::TurnWithPrevious)?;
+        embed_all(
+            &mut ctx,
+            e.as_ref(),
+            turns,
+            indexer::EmbedText::TurnWithPrevious,
+        )?;
         let with_vectors: Vec<Method> = methods()
             .into_iter()
             .filter(|m| m.weights.vector > 0.0)

@@ -19,10 +19,21 @@ pub fn run(a: McpArgs) -> anyhow::Result<()> {
     let conn = a.db.open_read_only()?;
     // The configured embedder gives search its meaning signal; without one (or if it fails to load) search
     // still answers from words, entities and time, as `serve` does.
-    let embedder = personkit_server::jobs::configured_embedder(&a.db.path());
+    let (embedder, _) = personkit_server::jobs::configured_embedder(&a.db.path());
+    let indexes = Indexes::new();
+    // Load the vector index while the client starts up, as `serve` does, so the first search does not pay for
+    // it; a search that comes sooner waits for that load. On its own read-only connection.
+    if let Some(e) = &embedder {
+        let path = a.db.path();
+        let _ = indexes.warm_in_background(
+            move || personkit_store::db::open_read_only(&path).map_err(|e| e.to_string()),
+            e.model_key(),
+            e.dim(),
+        );
+    }
     let backend = personkit_mcp::Backend::new(
         std::sync::Arc::new(personkit_mcp::SingleReader::new(conn)),
-        Indexes::new(),
+        indexes,
         embedder,
         Clock::system(),
     );
