@@ -11,6 +11,7 @@ pub mod output;
 
 use clap::{Parser, Subcommand};
 
+use args::JsonArgs;
 use cmd::corpus::CorpusCommand;
 use cmd::devices::DevicesCommand;
 
@@ -34,7 +35,7 @@ pub enum Command {
     /// List or revoke paired devices and agent tokens.
     #[command(subcommand)]
     Devices(DevicesCommand),
-    /// Read-only tokens for your own agents (MCP clients over HTTP).
+    /// Read-only tokens for your own agents (MCP clients over HTTP): add, list, revoke.
     #[command(subcommand)]
     Agents(AgentsCommand),
     /// Serve the corpus to an MCP client over stdio (read-only). Register it with your MCP client; see README.
@@ -51,8 +52,12 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
-    /// Make a read-only token for an agent (printed once); list and revoke it with `personkit devices`.
+    /// Make a read-only token for an agent (printed once).
     Add(cmd::devices::AgentAddArgs),
+    /// Every agent token, with its status (`devices list` shows them beside the devices).
+    List(JsonArgs),
+    /// Revoke an agent by name or id: its token stops working at once.
+    Revoke(cmd::devices::AgentRevokeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -101,6 +106,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Devices(DevicesCommand::List(a)) => devices::list(a),
         Command::Devices(DevicesCommand::Revoke(a)) => devices::revoke(a),
         Command::Agents(AgentsCommand::Add(a)) => devices::add_agent(a),
+        Command::Agents(AgentsCommand::List(a)) => devices::list_agents(a),
+        Command::Agents(AgentsCommand::Revoke(a)) => devices::revoke_agent(a),
         Command::Mcp(a) => mcp::run(a),
         Command::Corpus(CorpusCommand::Health(a)) => corpus::health(a),
         Command::Corpus(CorpusCommand::Surfaces(a)) => corpus::surfaces(a),

@@ -647,3 +647,182 @@ fn http_serves_agents_and_devices_and_refuses_the_rest() {
         assert!(started.is_err(), "a revoked agent gets no session");
     });
 }
+
+#[test]
+fn agents_are_listed_and_revoked_by_name_or_id_never_a_device() {
+    let (_dir, relay, device_token) = relay_with_corpus();
+    let listed = relay.cli_json(&["agents", "list", "--json"]);
+    assert_eq!(listed, json!([]), "a paired device is no agent");
+    assert!(
+        relay
+            .cli(&["agents", "list"])
+            .ok()
+            .stdout
+            .contains("personkit agents add"),
+        "an empty list says how to make one"
+    );
+    let add = |name: &str| relay.cli_json(&["agents", "add", name, "--json"]);
+    let (code1, cursor, code2) = (add("claude-code"), add("cursor"), add("claude-code"));
+    let id = |v: &Value| v["id"].as_str().unwrap().to_owned();
+    let token = |v: &Value| v["token"].as_str().unwrap().to_owned();
+    let listed = relay.cli_json(&["agents", "list", "--json"]);
+    let rows = listed.as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{listed}");
+    assert!(rows.iter().all(|r| r["kind"] == "agent"), "{listed}");
+    let table = relay.cli(&["agents", "list"]).ok().stdout.clone();
+    assert!(
+        table.contains("cursor") && table.contains(&id(&code1)) && !table.contains("laptop"),
+        "{table}"
+    );
+    // The devices listing still shows both kinds.
+    let all = relay.cli_json(&["devices", "list", "--json"]);
+    assert_eq!(all.as_array().unwrap().len(), 4, "{all}");
+
+    let reads = |t: &str| relay.http.get("/v1/query?q=postgres", Some(t)).status;
+    assert_eq!(reads(&token(&cursor)), 200);
+    // By name.
+    let revoked = relay.cli_json(&["agents", "revoke", "cursor", "--json"]);
+    assert_eq!(revoked["id"], cursor["id"]);
+    assert!(revoked["revoked_at"].is_string(), "{revoked}");
+    assert_eq!(
+        reads(&token(&cursor)),
+        401,
+        "a revoked agent's token stops working"
+    );
+    let again = relay.cli(&["agents", "revoke", "cursor"]);
+    assert!(!again.status.success());
+    assert!(again.stderr.contains("already revoked"), "{}", again.stderr);
+    // Two active agents of one name: refused, naming both ids.
+    let both = relay.cli(&["agents", "revoke", "claude-code"]);
+    assert!(!both.status.success(), "an ambiguous name revokes nothing");
+    assert!(
+        both.stderr.contains(&id(&code1)) && both.stderr.contains(&id(&code2)),
+        "{}",
+        both.stderr
+    );
+    assert_eq!(reads(&token(&code1)), 200);
+    assert_eq!(reads(&token(&code2)), 200);
+    // By id prefix; then the name is unique again.
+    relay.cli(&["agents", "revoke", &id(&code1)[..8]]).ok();
+    assert_eq!(reads(&token(&code1)), 401);
+    assert_eq!(reads(&token(&code2)), 200);
+    let text = relay
+        .cli(&["agents", "revoke", "claude-code"])
+        .ok()
+        .stdout
+        .clone();
+    assert!(text.contains(&id(&code2)), "{text}");
+    assert_eq!(reads(&token(&code2)), 401);
+
+    // A device is never an agent: not by its name, nor by its id.
+    let device_id = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == "device")
+        .map(id)
+        .unwrap();
+    for who in ["laptop", device_id.as_str(), &device_id[..8]] {
+        let r = relay.cli(&["agents", "revoke", who]);
+        assert!(
+            !r.status.success(),
+            "agents revoke {who} must refuse a device"
+        );
+        assert!(r.stderr.contains("personkit agents list"), "{}", r.stderr);
+    }
+    assert_eq!(reads(&device_token), 200, "the device still works");
+    let listed = relay.cli_json(&["agents", "list", "--json"]);
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["revoked_at"].is_string()),
+        "{listed}"
+    );
+}
+
+/// `personkit mcp` loads the vector index when it starts, before any search asks for it (as `serve` does), so
+/// the first search does not pay for it. Runs the real local model.
+#[test]
+fn stdio_warms_the_vector_index_at_start() {
+    let (_dir, db) = temp_db();
+    let dir = db.parent().unwrap().to_path_buf();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "[embedder]\nkind = \"local\"\nmodel_dir = {:?}\n",
+            personkit_testkit::model_dir().display().to_string()
+        ),
+    )
+    .unwrap();
+    let relay = Relay::start(&db, &[]);
+    let token = relay.pair_printed("laptop");
+    let items: Vec<Value> = [
+        "How should I plan the Postgres upgrade?",
+        "Use pg_upgrade with --link and rehearse on a copy first.",
+        "A recipe for lentil soup, please.",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, t)| {
+        turn_at(
+            GPT,
+            "warm",
+            personkit_testkit::alternating_role(i),
+            t,
+            Some(i as u32),
+            None,
+            &at(i as u32),
+        )
+    })
+    .collect();
+    assert_eq!(relay.http.send_batch(&token, &items)["stored"], 3);
+    relay.cli(&["corpus", "embed"]).ok();
+
+    rt().block_on(async {
+        let mut cmd = tokio::process::Command::new(personkit_testkit::bin());
+        cmd.arg("mcp")
+            .arg("--db")
+            .arg(&db)
+            .env("HOME", &dir)
+            .env("PERSONKIT_LOG", "info")
+            .env_remove("PERSONKIT_DB");
+        let (transport, stderr) = TokioChildProcess::builder(cmd)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn personkit mcp");
+        let client =
+            ().serve_with_lifecycle(transport, lifecycles().remove(0).1)
+                .await
+                .expect("session");
+        // Before any tool call: the warm-up logs the loaded index (a search's own load logs nothing).
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
+            stderr.expect("piped stderr"),
+        ));
+        let mut seen = Vec::new();
+        let loaded = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                seen.push(line.clone());
+                if line.contains("vector index loaded") && line.contains("message") {
+                    return Some(line);
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("no warm-up line on stderr: {seen:?}"));
+        assert!(loaded.contains("vectors=3"), "{loaded}");
+        let v = ok(&call(&client, "search", json!({"query": "database upgrade plan"})).await);
+        assert!(
+            v["signals_used"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("vector")),
+            "{v}"
+        );
+        client.cancel().await.unwrap();
+    });
+}

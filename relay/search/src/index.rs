@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use personkit_store::DbError;
 use personkit_store::retrieval::SearchReader;
 use personkit_store::vectors::Kind;
+use personkit_store::{Connection, DbError};
 
 /// Sign bits and int8 copies of one kind's vectors for one model.
 #[derive(Debug, Default)]
@@ -278,6 +278,59 @@ impl Indexes {
         Ok(slot)
     }
 
+    /// How many vectors the index of `kind`/`model_key`/`dim` holds, if it was loaded; never loads or waits
+    /// for a load in progress (that reports `None`).
+    pub fn loaded_len(&self, kind: Kind, model_key: &str, dim: usize) -> Option<usize> {
+        let slot = {
+            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.get(&(kind, model_key.to_owned(), dim))?.clone()
+        };
+        let ix = slot.try_lock().ok()?;
+        (ix.dim == dim).then(|| ix.len())
+    }
+
+    /// Loads the message and event indexes of `model_key`/`dim` on a background thread, on a connection of its
+    /// own that `open` makes (read-only is enough), so the first query does not pay for loading them (seconds
+    /// at 10^6 vectors). A query that comes meanwhile waits for that load rather than starting a second one.
+    /// A failure is logged and the first query loads the index itself. `serve` and `personkit mcp` call this
+    /// at start; the handle is for tests.
+    pub fn warm_in_background<F>(
+        &self,
+        open: F,
+        model_key: String,
+        dim: usize,
+    ) -> Option<std::thread::JoinHandle<()>>
+    where
+        F: FnOnce() -> Result<Connection, String> + Send + 'static,
+    {
+        let indexes = self.clone();
+        std::thread::Builder::new()
+            .name("personkit-index-warm".into())
+            .spawn(move || {
+                let t = std::time::Instant::now();
+                let conn = match open() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "vector index warm-up cannot open the corpus; the first query loads it");
+                        return;
+                    }
+                };
+                for kind in [Kind::Message, Kind::Event] {
+                    match indexes.with_index(&conn, kind, &model_key, dim, |ix| ix.len()) {
+                        Ok(n) => tracing::info!(
+                            kind = kind.as_str(),
+                            vectors = n,
+                            ms = t.elapsed().as_millis() as u64,
+                            "vector index loaded"
+                        ),
+                        Err(e) => tracing::warn!(error = %e, "vector index warm-up failed; the first query loads it"),
+                    }
+                }
+            })
+            .map_err(|e| tracing::warn!(error = %e, "cannot start the vector index warm-up"))
+            .ok()
+    }
+
     /// Runs `f` on the up-to-date index of `kind`/`model_key`/`dim`.
     pub fn with_index<R: SearchReader + ?Sized, T>(
         &self,
@@ -298,7 +351,6 @@ impl Indexes {
 mod tests {
     use super::*;
 
-    use personkit_store::Connection;
     use personkit_store::vectors::{self, ModelRef};
 
     fn unit(seed: u64, dim: usize) -> Vec<f32> {
@@ -366,6 +418,36 @@ mod tests {
                 (ix.len(), ix.search(&unit(seed, 384), 1, 10))
             })
             .expect("index")
+    }
+
+    #[test]
+    fn warms_in_the_background_on_its_own_read_only_connection() {
+        let (dir, a, _b) = two_connections(30);
+        let path = dir.path().join("c.db");
+        let indexes = Indexes::new();
+        assert_eq!(indexes.loaded_len(Kind::Message, "m@1", 384), None);
+        let handle = indexes
+            .warm_in_background(
+                move || personkit_store::db::open_read_only(&path).map_err(|e| e.to_string()),
+                "m@1".into(),
+                384,
+            )
+            .expect("thread");
+        handle.join().expect("warm-up thread");
+        // Loaded by the warm-up, before any query touched it.
+        assert_eq!(indexes.loaded_len(Kind::Message, "m@1", 384), Some(30));
+        assert_eq!(indexes.loaded_len(Kind::Message, "other@1", 384), None);
+        assert_eq!(
+            top_hit(&indexes, &a, 9),
+            (30, top_hit(&Indexes::new(), &a, 9).1)
+        );
+        // A corpus that cannot be opened leaves nothing loaded and nothing broken.
+        let gone = Indexes::new();
+        gone.warm_in_background(|| Err("no corpus".into()), "m@1".into(), 384)
+            .expect("thread")
+            .join()
+            .expect("warm-up thread");
+        assert_eq!(gone.loaded_len(Kind::Message, "m@1", 384), None);
     }
 
     #[test]

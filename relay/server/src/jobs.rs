@@ -3,11 +3,10 @@
 //! for loading them (seconds at 10^6 vectors).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use personkit_embed::{EmbedderConfig, SharedEmbedder};
 use personkit_search::indexer::{self, Worker};
-use personkit_store::vectors::Kind;
 
 use crate::state::AppState;
 
@@ -40,20 +39,11 @@ pub fn start(state: &AppState) -> Option<Worker> {
     let path = state.db.path().to_path_buf();
     let (indexes, model_key, dim) = (state.indexes.clone(), embedder.model_key(), embedder.dim());
     let warm_path = path.clone();
-    let _ = std::thread::Builder::new()
-        .name("personkit-index-warm".into())
-        .spawn(move || {
-            let t = Instant::now();
-            let Ok(conn) = personkit_store::db::open(&warm_path) else {
-                return;
-            };
-            for kind in [Kind::Message, Kind::Event] {
-                match indexes.with_index(&conn, kind, &model_key, dim, |ix| ix.len()) {
-                    Ok(n) => tracing::info!(kind = kind.as_str(), vectors = n, ms = t.elapsed().as_millis() as u64, "vector index loaded"),
-                    Err(e) => tracing::warn!(error = %e, "vector index warm-up failed; the first query loads it"),
-                }
-            }
-        });
+    let _ = indexes.warm_in_background(
+        move || personkit_store::db::open_read_only(&warm_path).map_err(|e| e.to_string()),
+        model_key,
+        dim,
+    );
     Some(indexer::spawn_worker(
         move || personkit_store::db::open(&path).map_err(|e| e.to_string()),
         embedder,

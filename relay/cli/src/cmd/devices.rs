@@ -1,8 +1,9 @@
-//! `personkit pair`, `personkit devices list|revoke` and `personkit agents add`: pairing codes, the devices they
-//! created, and read-only agent tokens (listed and revoked with the devices).
+//! `personkit pair`, `personkit devices list|revoke` and `personkit agents add|list|revoke`: pairing codes, the
+//! devices they created, and read-only agent tokens. Agents are rows of the same table: `devices` shows both
+//! kinds, `agents list|revoke` the same listing and revocation narrowed to agents (and revoke by name too).
 
 use clap::{Args, Subcommand};
-use personkit_store::auth;
+use personkit_store::auth::{self, Device, Kind};
 use personkit_store::clock::{Clock, fmt_time};
 
 use crate::args::{DbArg, JsonArgs};
@@ -29,6 +30,16 @@ pub struct PairArgs {
 pub struct RevokeArgs {
     /// Device id (or a unique prefix of it), as `personkit devices list` shows.
     pub id: String,
+    #[command(flatten)]
+    pub db: DbArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AgentRevokeArgs {
+    /// The agent's name (as given to `personkit agents add`), or its id or a unique prefix of it.
+    pub agent: String,
     #[command(flatten)]
     pub db: DbArg,
     #[arg(long)]
@@ -63,7 +74,7 @@ pub fn add_agent(a: AgentAddArgs) -> anyhow::Result<()> {
     );
     println!(
         "Give it to your MCP client as `Authorization: Bearer <token>` for http://127.0.0.1:8787/mcp (see README).\n\
-         It can search and read the corpus, not add to it. Revoke it with `personkit devices revoke {}`.",
+         It can search and read the corpus, not add to it. Revoke it with `personkit agents revoke {}`.",
         &agent.id[..8.min(agent.id.len())]
     );
     Ok(())
@@ -97,6 +108,27 @@ pub fn list(a: JsonArgs) -> anyhow::Result<()> {
         println!("No devices paired. Run `personkit pair` and enter the code in the extension.");
         return Ok(());
     }
+    print_devices(&devices)
+}
+
+/// `personkit agents list`: the agent tokens only, in the shape of `devices list`.
+pub fn list_agents(a: JsonArgs) -> anyhow::Result<()> {
+    let conn = a.db.open_read_only()?;
+    let agents: Vec<Device> = auth::list_devices(&conn)?
+        .into_iter()
+        .filter(|d| d.kind == Kind::Agent)
+        .collect();
+    if a.json {
+        return print_json(&agents);
+    }
+    if agents.is_empty() {
+        println!("No agent tokens. Make one with `personkit agents add NAME` (e.g. claude-code).");
+        return Ok(());
+    }
+    print_devices(&agents)
+}
+
+fn print_devices(devices: &[Device]) -> anyhow::Result<()> {
     let rows: Vec<Vec<String>> = devices
         .iter()
         .map(|d| {
@@ -120,6 +152,77 @@ pub fn list(a: JsonArgs) -> anyhow::Result<()> {
     )
 }
 
+/// Which agent `name_or_id` means: an exact id, else the active agents of that exact name (exactly one), else
+/// an agent id prefix (exactly one). Never a device: `agents revoke` cannot cut off a browser.
+fn resolve_agent<'a>(agents: &'a [Device], name_or_id: &str) -> anyhow::Result<&'a Device> {
+    let wanted = name_or_id.trim();
+    if wanted.is_empty() {
+        anyhow::bail!("give the agent's name or id; see `personkit agents list`");
+    }
+    if let Some(d) = agents.iter().find(|d| d.id == wanted) {
+        return Ok(d);
+    }
+    let describe = |ds: &[&Device]| {
+        ds.iter()
+            .map(|d| format!("{} ({})", d.id, d.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let named: Vec<&Device> = agents
+        .iter()
+        .filter(|d| d.name == wanted && d.revoked_at.is_none())
+        .collect();
+    match named.len() {
+        1 => return Ok(named[0]),
+        0 => {}
+        _ => anyhow::bail!(
+            "{} active agents are named {wanted:?}: {}; revoke one by its id",
+            named.len(),
+            describe(&named)
+        ),
+    }
+    let prefixed: Vec<&Device> = agents.iter().filter(|d| d.id.starts_with(wanted)).collect();
+    match prefixed.len() {
+        1 => Ok(prefixed[0]),
+        0 => {
+            let revoked_named = agents.iter().any(|d| d.name == wanted);
+            if revoked_named {
+                anyhow::bail!(
+                    "the agent {wanted:?} is already revoked; see `personkit agents list`"
+                )
+            }
+            anyhow::bail!(
+                "no agent has the name or id {wanted:?}; see `personkit agents list` (devices are revoked with `personkit devices revoke`)"
+            )
+        }
+        _ => anyhow::bail!(
+            "{wanted:?} is the start of several agent ids: {}; give more of the id",
+            describe(&prefixed)
+        ),
+    }
+}
+
+/// `personkit agents revoke NAME|ID`: revokes one agent token, found by name or id among the agents only.
+pub fn revoke_agent(a: AgentRevokeArgs) -> anyhow::Result<()> {
+    let conn = a.db.open_existing()?;
+    let agents: Vec<Device> = auth::list_devices(&conn)?
+        .into_iter()
+        .filter(|d| d.kind == Kind::Agent)
+        .collect();
+    let id = resolve_agent(&agents, &a.agent)?.id.clone();
+    let agent = auth::revoke_device(&conn, &id, Clock::system().now())
+        .map_err(|e| anyhow::anyhow!("{e}; see `personkit agents list`"))?;
+    if a.json {
+        print_json(&agent)
+    } else {
+        println!(
+            "revoked agent {} ({}); its token no longer works",
+            agent.name, agent.id
+        );
+        Ok(())
+    }
+}
+
 pub fn revoke(a: RevokeArgs) -> anyhow::Result<()> {
     let conn = a.db.open_existing()?;
     let device = auth::revoke_device(&conn, &a.id, Clock::system().now())
@@ -128,8 +231,10 @@ pub fn revoke(a: RevokeArgs) -> anyhow::Result<()> {
         print_json(&device)
     } else {
         println!(
-            "revoked device {} ({}); its token no longer works",
-            device.id, device.name
+            "revoked {} {} ({}); its token no longer works",
+            device.kind.as_str(),
+            device.id,
+            device.name
         );
         Ok(())
     }

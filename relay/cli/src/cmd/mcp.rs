@@ -22,9 +22,20 @@ pub fn run(a: McpArgs) -> anyhow::Result<()> {
     let (embedder, search_line) = personkit_server::jobs::configured_embedder(&a.db.path());
     // stdout is the protocol channel: say which search runs on stderr.
     eprintln!("personkit mcp: {search_line}");
+    let indexes = Indexes::new();
+    // Load the vector index while the client starts up, as `serve` does, so the first search does not pay for
+    // it; a search that comes sooner waits for that load. On its own read-only connection.
+    if let Some(e) = &embedder {
+        let path = a.db.path();
+        let _ = indexes.warm_in_background(
+            move || personkit_store::db::open_read_only(&path).map_err(|e| e.to_string()),
+            e.model_key(),
+            e.dim(),
+        );
+    }
     let backend = personkit_mcp::Backend::new(
         std::sync::Arc::new(personkit_mcp::SingleReader::new(conn)),
-        Indexes::new(),
+        indexes,
         embedder,
         Clock::system(),
     );
