@@ -100,7 +100,7 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
 pub type SharedEmbedder = Option<Arc<dyn Embedder>>;
 
 /// Builds the embedder a configuration asks for (`Ok(None)` for `none`). An embedder that sends text off this
-/// machine comes wrapped in [`scrub::Scrubbing`] unless the configuration turns scrubbing off.
+/// machine has its text scrubbed unless the configuration turns scrubbing off ([`Built`]).
 pub fn build(config: &EmbedderConfig) -> Result<SharedEmbedder, EmbedError> {
     let e: Arc<dyn Embedder> = match config.kind {
         EmbedderKind::None => return Ok(None),
@@ -109,31 +109,46 @@ pub fn build(config: &EmbedderConfig) -> Result<SharedEmbedder, EmbedError> {
         EmbedderKind::Vertex => Arc::new(vertex::VertexEmbedder::new(config)?),
     };
     check_dim(e.dim())?;
-    let e = match scrub::Decision::of(config.scrub, e.endpoint()) {
-        scrub::Decision::Scrub => Arc::new(scrub::Scrubbing::new(e)) as Arc<dyn Embedder>,
-        _ => e,
-    };
-    Ok(Some(Arc::new(WithPreviousTurn::new(e))))
+    let scrub = scrub::Decision::of(config.scrub, e.endpoint()) == scrub::Decision::Scrub;
+    Ok(Some(Arc::new(Built::new(e, scrub))))
 }
 
-/// An embedder whose message vectors are computed with the previous turn as context (see
-/// [`Embedder::previous_turn_context`]). On LoCoMo's dev split this lifts the vector signal's recall@5 from 0.453
-/// to 0.505 and the hybrid's from 0.610 to 0.635 (BENCHMARKS.md). The model version says `+prev`, so a corpus
-/// embedded without context is re-embedded rather than mixed.
+/// What [`build`] hands out: the provider with the two choices made around it. Text sent off the machine is
+/// scrubbed first when `scrub` (`personkit_shared::scrub`), and message vectors are computed with the previous turn
+/// as context ([`Embedder::previous_turn_context`]; on LoCoMo's dev split it lifts the vector signal's recall@5 from
+/// 0.453 to 0.505 and the hybrid's from 0.610 to 0.635, BENCHMARKS.md). Both change what a vector is of, so the
+/// model version names them (`+scrubbed`, `+prev`): changing either re-embeds a corpus instead of mixing vectors.
 #[derive(Debug)]
-pub struct WithPreviousTurn {
+pub struct Built {
     inner: Arc<dyn Embedder>,
     version: String,
+    scrub: bool,
 }
 
-impl WithPreviousTurn {
-    pub fn new(inner: Arc<dyn Embedder>) -> Self {
-        let version = format!("{}+prev", inner.model_version());
-        Self { inner, version }
+impl Built {
+    pub fn new(inner: Arc<dyn Embedder>, scrub: bool) -> Self {
+        let version = format!(
+            "{}{}+prev",
+            inner.model_version(),
+            if scrub { "+scrubbed" } else { "" }
+        );
+        Self {
+            inner,
+            version,
+            scrub,
+        }
+    }
+
+    fn clean<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.scrub {
+            personkit_shared::scrub::scrub_personal(text).into()
+        } else {
+            text.into()
+        }
     }
 }
 
-impl Embedder for WithPreviousTurn {
+impl Embedder for Built {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
@@ -153,10 +168,12 @@ impl Embedder for WithPreviousTurn {
         true
     }
     fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.inner.embed_documents(texts)
+        let clean: Vec<std::borrow::Cow<'_, str>> = texts.iter().map(|t| self.clean(t)).collect();
+        let refs: Vec<&str> = clean.iter().map(|t| t.as_ref()).collect();
+        self.inner.embed_documents(&refs)
     }
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.inner.embed_query(text)
+        self.inner.embed_query(&self.clean(text))
     }
 }
 

@@ -1,13 +1,10 @@
-//! Text sent to a remote embedder is scrubbed of personal details first (`personkit_shared::scrub`: e-mails,
+//! Whether text sent to an embedder is scrubbed of personal details first (`personkit_shared::scrub`: e-mails,
 //! phone numbers, money amounts), unless the configuration says `scrub = "off"`. An endpoint on loopback (a model
 //! server on this machine) receives the text as stored under `auto`: nothing leaves the machine.
 
 use std::net::IpAddr;
-use std::sync::Arc;
 
-use personkit_shared::scrub::scrub_personal;
-
-use super::{EmbedError, Embedder, ScrubMode};
+use super::ScrubMode;
 
 /// What happens to text on its way to an embedder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,47 +75,6 @@ pub fn is_loopback_url(url: &str) -> bool {
     host == "localhost"
         || host.ends_with(".localhost")
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// An embedder whose texts are scrubbed before they reach the wrapped one. Its vectors are of the scrubbed text,
-/// so its model version says so: turning scrubbing on or off re-embeds the corpus instead of mixing the two.
-#[derive(Debug)]
-pub struct Scrubbing {
-    inner: Arc<dyn Embedder>,
-    version: String,
-}
-
-impl Scrubbing {
-    pub fn new(inner: Arc<dyn Embedder>) -> Self {
-        let version = format!("{}+scrubbed", inner.model_version());
-        Self { inner, version }
-    }
-}
-
-impl Embedder for Scrubbing {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-    fn model_id(&self) -> &str {
-        self.inner.model_id()
-    }
-    fn model_version(&self) -> &str {
-        &self.version
-    }
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-    fn endpoint(&self) -> Option<&str> {
-        self.inner.endpoint()
-    }
-    fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let clean: Vec<String> = texts.iter().map(|t| scrub_personal(t)).collect();
-        let refs: Vec<&str> = clean.iter().map(String::as_str).collect();
-        self.inner.embed_documents(&refs)
-    }
-    fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.inner.embed_query(&scrub_personal(text))
-    }
 }
 
 #[cfg(test)]
