@@ -78,6 +78,11 @@ impl AppError {
         }
     }
 
+    /// 403 for a read-only (agent) token on a route that needs a device: `message` says what it may not do.
+    pub fn read_only_token(message: impl Into<String>, hint: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::FORBIDDEN, "read_only_token", message, hint)
+    }
+
     pub fn bad_request(
         code: &str,
         message: impl Into<String>,

@@ -28,9 +28,7 @@ pub(super) async fn post_observations(
     body: Body,
 ) -> Result<Json<BatchResponse>, AppError> {
     if !device.kind.can_ingest() {
-        return Err(AppError::new(
-            axum::http::StatusCode::FORBIDDEN,
-            "read_only_token",
+        return Err(AppError::read_only_token(
             "this is an agent token: it may read the corpus but not add to it",
             "send turns with a paired device's token (`personkit pair`)",
         ));

@@ -306,9 +306,7 @@ pub(super) async fn post_dashboard_link(
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     if !device.kind.can_ingest() {
-        return Err(AppError::new(
-            StatusCode::FORBIDDEN,
-            "read_only_token",
+        return Err(AppError::read_only_token(
             "an agent token cannot open the dashboard",
             "run `personkit open` on the relay's machine, or use the extension's Open library",
         ));

@@ -26,9 +26,7 @@ pub(super) async fn post_capture_reports(
     body: Body,
 ) -> Result<Json<ReportsResponse>, AppError> {
     if !device.kind.can_ingest() {
-        return Err(AppError::new(
-            StatusCode::FORBIDDEN,
-            "read_only_token",
+        return Err(AppError::read_only_token(
             "this is an agent token: it may read the corpus but not report on capture",
             "send capture reports with a paired device's token (`personkit pair`)",
         ));
