@@ -48,4 +48,59 @@ fn main() {
     });
     let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("registry.json");
     std::fs::write(out, doc.to_string()).expect("writing registry.json");
+    endpoints();
+}
+
+/// `network/endpoints.json` (which of a site's own requests the page-world interceptor tees) as a Rust table,
+/// `$OUT_DIR/endpoints.rs`, so the core matches them without parsing JSON at run time. `scripts/build-extension`
+/// gives the same file to the page-world script.
+fn endpoints() {
+    let path = Path::new("network/endpoints.json");
+    println!("cargo:rerun-if-changed={}", path.display());
+    let text = std::fs::read_to_string(path).expect("reading shared/network/endpoints.json");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("endpoints.json is not JSON");
+    let mut rows = String::new();
+    for e in value["endpoints"]
+        .as_array()
+        .expect("endpoints.json: endpoints[]")
+    {
+        let field = |k: &str| {
+            e[k].as_str()
+                .unwrap_or_else(|| panic!("endpoints.json: {k} missing in {e}"))
+        };
+        let surface = match field("surface") {
+            "chatgpt" => "ChatGpt",
+            "claude" => "Claude",
+            "gemini" => "Gemini",
+            "copilot" => "Copilot",
+            "grok" => "Grok",
+            "deepseek" => "DeepSeek",
+            other => panic!("endpoints.json: no network parser for {other}"),
+        };
+        let kind = match field("kind") {
+            "stream" => "Stream",
+            "conversation" => "Conversation",
+            other => panic!("endpoints.json: kind {other}"),
+        };
+        let transport = match field("transport") {
+            "fetch" => "Fetch",
+            "websocket" => "WebSocket",
+            other => panic!("endpoints.json: transport {other}"),
+        };
+        let method = field("method");
+        let p = field("path");
+        assert!(
+            p.starts_with('/'),
+            "endpoints.json: path {p} must start with /"
+        );
+        rows.push_str(&format!(
+            "    Endpoint {{ surface: Surface::{surface}, kind: Kind::{kind}, transport: Transport::{transport}, method: {method:?}, path: {p:?} }},\n"
+        ));
+    }
+    let out = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("endpoints.rs");
+    std::fs::write(
+        out,
+        format!("pub(crate) const ENDPOINTS: &[Endpoint] = &[\n{rows}];\n"),
+    )
+    .expect("writing endpoints.rs");
 }

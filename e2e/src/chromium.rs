@@ -385,11 +385,28 @@ impl Tab {
         }
     }
 
-    /// PNG screenshot of the page.
+    /// PNG screenshot of the viewport.
     pub fn screenshot(&self) -> Result<Vec<u8>> {
+        self.capture(json!({"format": "png"}))
+    }
+
+    /// PNG screenshot of the whole page, up to `max_height` CSS pixels tall.
+    pub fn screenshot_full_page(&self, max_height: f64) -> Result<Vec<u8>> {
+        self.call("Page.bringToFront", json!({}))?;
+        let m = self.call("Page.getLayoutMetrics", json!({}))?;
+        let w = m["cssContentSize"]["width"].as_f64().unwrap_or(1280.0);
+        let h = m["cssContentSize"]["height"]
+            .as_f64()
+            .unwrap_or(900.0)
+            .min(max_height);
+        self.capture(json!({"format": "png", "captureBeyondViewport": true,
+                            "clip": {"x": 0, "y": 0, "width": w, "height": h, "scale": 1}}))
+    }
+
+    fn capture(&self, params: Value) -> Result<Vec<u8>> {
         // A background tab produces no frames in headless mode: bring it to the front first.
         self.call("Page.bringToFront", json!({}))?;
-        let r = self.call("Page.captureScreenshot", json!({"format": "png"}))?;
+        let r = self.call("Page.captureScreenshot", params)?;
         let data = r["data"]
             .as_str()
             .ok_or_else(|| anyhow!("no screenshot data"))?;

@@ -57,7 +57,82 @@ impl std::fmt::Debug for Firefox {
     }
 }
 
+/// The built Firefox extension (`dist/firefox`) and its gecko id.
+pub fn built_addon() -> Result<(PathBuf, String)> {
+    let dist = crate::dist_dir("firefox")?;
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(dist.join("manifest.json"))?)?;
+    let id = manifest["browser_specific_settings"]["gecko"]["id"]
+        .as_str()
+        .ok_or_else(|| {
+            anyhow!("dist/firefox/manifest.json has no browser_specific_settings.gecko.id")
+        })?
+        .to_string();
+    Ok((dist, id))
+}
+
 impl Firefox {
+    /// Firefox with the built extension installed as a temporary add-on.
+    pub fn with_extension() -> Result<Firefox> {
+        let (dist, id) = built_addon()?;
+        let ff = Firefox::launch(&id)?;
+        let installed = ff.install_addon(&dist)?;
+        if installed != id {
+            bail!("installed add-on id {installed}, manifest says {id}");
+        }
+        Ok(ff)
+    }
+
+    /// Sets a form field in the current page as a person typing would (input and change events).
+    pub fn set_value(&self, sel: &str, value: &str) -> Result<()> {
+        self.exec(&format!(
+            "const el = document.querySelector({}); el.focus(); el.value = {}; \
+             el.dispatchEvent(new Event('input', {{bubbles: true}})); el.dispatchEvent(new Event('change', {{bubbles: true}})); return true;",
+            json!(sel),
+            json!(value)
+        ))?;
+        Ok(())
+    }
+
+    /// Pairs through the popup with the relay at `relay_url` using `code` (fast flush on, for tests), and waits
+    /// until the popup says `Paired` followed by `status_prefix`'s rest (e.g. `Paired with https://`).
+    pub fn pair_in_popup(&self, relay_url: &str, code: &str, status_prefix: &str) -> Result<()> {
+        self.open_extension_page(&self.popup_url())?;
+        self.wait_for(
+            "return !!document.querySelector('#pair-button')",
+            Duration::from_secs(15),
+        )?;
+        self.exec_async("const done = arguments[arguments.length - 1]; browser.storage.session.set({testFastFlush: true}).then(() => done(true));")?;
+        self.set_value("#relay-url", relay_url)?;
+        self.set_value("#pair-code", code)?;
+        self.exec("document.querySelector('#pair-button').click(); return true;")?;
+        self.wait_for(
+            &format!(
+                "return (document.querySelector('#pair-status')?.textContent || '').includes({})",
+                json!(status_prefix)
+            ),
+            Duration::from_secs(20),
+        )?;
+        Ok(())
+    }
+
+    /// Turns `surface` on in the open popup (one click; it must have been off) and gives the worker a moment.
+    pub fn enable_surface(&self, surface: &str) -> Result<()> {
+        let sel = json!(format!("input[data-surface=\"{surface}\"]"));
+        self.wait_for(
+            &format!("return document.querySelector({sel}) ? true : null"),
+            Duration::from_secs(10),
+        )?;
+        let was = self.exec(&format!(
+            "const el = document.querySelector({sel}); const was = el.checked; el.click(); return was;"
+        ))?;
+        if was != json!(false) {
+            bail!("{surface} was already on");
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        Ok(())
+    }
+
     /// Starts Firefox headless; `addon_id` is the gecko id from the manifest (to pin its UUID).
     pub fn launch(addon_id: &str) -> Result<Firefox> {
         Firefox::launch_with_prefs(addon_id, &json!({}))
@@ -122,7 +197,10 @@ impl Firefox {
             "browser.shell.checkDefaultBrowser": false,
             "datareporting.policy.dataSubmissionEnabled": false,
             "app.update.enabled": false,
-            "network.dns.disableIPv6": true
+            "network.dns.disableIPv6": true,
+            // The extension's console (worker and content scripts) goes to Firefox's stdout, i.e. `log()`.
+            "devtools.console.stdout.chrome": true,
+            "devtools.console.stdout.content": true
         });
         if let (Some(base), Some(extra)) = (prefs.as_object_mut(), extra_prefs.as_object()) {
             for (k, v) in extra {

@@ -1,5 +1,6 @@
 //! Generated fixture cases: the behaviours every surface must handle — a long virtualised thread, a streaming
-//! answer that pauses and is re-rendered whole, edited and regenerated turns, secrets, single-page navigation —
+//! answer that pauses and is re-rendered whole, edited and regenerated turns, secrets, single-page navigation, and
+//! (where the surface has no hand-written case for it) formatting —
 //! written once and run on each surface's own markup. The prototypes are the turns of the surface's hand-written
 //! fixture (`e2e/fixtures/<surface>/<case>/page.html`, whose header says where its structure comes from): the
 //! page is that fixture's page with its script replaced by `FX.generated` (e2e/fixtures/_lib/fixture.js), which
@@ -14,19 +15,60 @@ use serde_json::{Value, json};
 use crate::fixtures::{self, Case, Conversation, Expected, ExpectedTurn};
 
 /// The kinds of generated case, in the order they run.
-pub const KINDS: [&str; 5] = ["long", "streaming", "edited", "secrets", "spa_navigation"];
-
-/// Surfaces without generated cases, and why.
-pub const NOT_GENERATED: [(&str, &str); 2] = [
-    (
-        "pi",
-        "one running conversation per day at /talk: cases cannot have conversations of their own",
-    ),
-    (
-        "lmarena",
-        "battle turns hold two answers side by side; its own battle case covers them",
-    ),
+pub const KINDS: [&str; 6] = [
+    "long",
+    "streaming",
+    "edited",
+    "secrets",
+    "spa_navigation",
+    "formatting",
 ];
+
+/// The answer body of the generated formatting case: a table, KaTeX maths as KaTeX renders it (MathML with the
+/// TeX annotation, plus the visual HTML hidden from screen readers), a code block with its language class, nested
+/// lists, an image and a citation link, put inside the surface's own answer body element.
+const FORMATTING_HTML: &str = concat!(
+    r#"<p>Here is the summary of the team.</p>"#,
+    r#"<table><thead><tr><th>Name</th><th>Role</th><th>Language</th></tr></thead>"#,
+    r#"<tbody><tr><td>Alice</td><td>Developer</td><td>Python</td></tr>"#,
+    r#"<tr><td>Bob</td><td>Designer</td><td>Figma</td></tr></tbody></table>"#,
+    r#"<p>Einstein wrote <span class="katex"><span class="katex-mathml"><math xmlns="http://www.w3.org/1998/Math/MathML">"#,
+    r#"<semantics><mrow><mi>E</mi><mo>=</mo><mi>m</mi><msup><mi>c</mi><mn>2</mn></msup></mrow>"#,
+    r#"<annotation encoding="application/x-tex">E = mc^2</annotation></semantics></math></span>"#,
+    r#"<span class="katex-html" aria-hidden="true"><span class="base"><span class="mord mathnormal">E</span>"#,
+    r#"<span class="mrel">=</span><span class="mord mathnormal">m</span><span class="mord"><span class="mord mathnormal">c</span>"#,
+    r#"<span class="msupsub"><span class="mord mtight">2</span></span></span></span></span></span> and also</p>"#,
+    r#"<p><span class="katex-display"><span class="katex"><span class="katex-mathml">"#,
+    r#"<math xmlns="http://www.w3.org/1998/Math/MathML" display="block"><semantics><mrow><msubsup><mo>∫</mo><mn>0</mn>"#,
+    r#"<mi mathvariant="normal">∞</mi></msubsup><msup><mi>e</mi><mrow><mo>−</mo><mi>x</mi></mrow></msup>"#,
+    r#"<mi>d</mi><mi>x</mi><mo>=</mo><mn>1</mn></mrow>"#,
+    r#"<annotation encoding="application/x-tex">\int_0^\infty e^{-x}\,dx = 1</annotation></semantics></math></span>"#,
+    r#"<span class="katex-html" aria-hidden="true"><span class="base"><span class="mop op-symbol large-op">∫</span>"#,
+    r#"<span class="mord mathnormal">e</span><span class="mord mathnormal">d</span><span class="mord mathnormal">x</span>"#,
+    r#"<span class="mrel">=</span><span class="mord">1</span></span></span></span></span></p>"#,
+    "<pre><code class=\"language-python\">def area(r):\n    return 3.14159 * r ** 2</code></pre>",
+    r#"<ul><li>Fruits<ul><li>apple</li><li>pear</li></ul></li><li>Vegetables</li></ul>"#,
+    r#"<p><img src="/__e2e/chart.png" alt="A bar chart of sales" width="400" height="200"></p>"#,
+    r#"<p>Source: <a href="https://example.com/report" target="_blank" rel="noopener noreferrer">the report</a></p>"#,
+);
+
+/// What the core makes of [`FORMATTING_HTML`].
+const FORMATTING_TEXT: &str = concat!(
+    "Here is the summary of the team.\n\n",
+    "| Name | Role | Language |\n| --- | --- | --- |\n| Alice | Developer | Python |\n| Bob | Designer | Figma |\n\n",
+    "Einstein wrote $E = mc^2$ and also\n\n",
+    r"$$\int_0^\infty e^{-x}\,dx = 1$$",
+    "\n\n```python\ndef area(r):\n    return 3.14159 * r ** 2\n```\n\n",
+    "- Fruits\n  - apple\n  - pear\n- Vegetables\n\n",
+    "[image: A bar chart of sales]\n\n",
+    "Source: [the report](https://example.com/report)",
+);
+
+/// Surfaces whose conversation is the day (Pi's one running thread at `/talk`): every case lands in the same
+/// conversation, so each needs a corpus of its own, and there is no other conversation to navigate to.
+pub fn one_conversation_per_day(surface: &str) -> bool {
+    surface == "pi"
+}
 
 /// What to generate for one surface.
 #[derive(Debug, Clone, Copy)]
@@ -128,14 +170,56 @@ pub fn cases(surface: &str, out: &Path, plan: Plan) -> Result<Vec<Case>> {
         .collect();
     let assistant_index = proto.len() - 1;
     let id = source.expected.conversations[0].id.clone();
+    let per_day = one_conversation_per_day(surface);
     let conv_id = |n: usize| -> String {
+        if per_day {
+            return id.clone();
+        }
         let keep = id.len().saturating_sub(4);
         format!("{}{n:04}", &id[..keep])
     };
     let path_of = |cid: &str| source.expected.path.replace(&id, cid);
+    // A battle surface (LMArena) labels each of the answers side by side `[Assistant <side>]`: the generated
+    // assistant turns are shown on every side, each followed by its side's name.
+    let sides: Vec<String> = expected_turns
+        .iter()
+        .filter_map(|x| {
+            let side = x.text.strip_prefix("[Assistant ")?.split(']').next()?;
+            (x.role == "assistant").then(|| side.to_owned())
+        })
+        .collect();
+    let sides = if sides.len() >= 2 { sides } else { Vec::new() };
+    let battle = |turns: Vec<ExpectedTurn>| -> Vec<ExpectedTurn> {
+        if sides.is_empty() {
+            return turns;
+        }
+        turns
+            .into_iter()
+            .flat_map(|x| {
+                if x.role != "assistant" {
+                    return vec![x];
+                }
+                sides
+                    .iter()
+                    .map(|side| ExpectedTurn {
+                        role: x.role.clone(),
+                        text: format!("[Assistant {side}]\n\n{}\n\n({side})", x.text),
+                        exact: x.exact,
+                    })
+                    .collect()
+            })
+            .collect()
+    };
 
+    // A surface with a hand-written formatting case (the site's own markup for each construct) needs no generated one.
+    let has_formatting = fixtures::cases(surface)?
+        .iter()
+        .any(|c| c.name.ends_with("/formatting"));
     let mut out_cases = Vec::new();
     for (k, kind) in KINDS.iter().enumerate() {
+        if (*kind == "formatting" && has_formatting) || (*kind == "spa_navigation" && per_day) {
+            continue;
+        }
         let tag = format!("g{k}");
         let a = conv_id(10 * k + 1);
         let mut conversations = Vec::new();
@@ -189,6 +273,27 @@ pub fn cases(surface: &str, out: &Path, plan: Plan) -> Result<Vec<Case>> {
                 });
                 (cfg, 5_000)
             }
+            "formatting" => {
+                let question = "Summarise the team table, the maths and the code, please.";
+                let rendered = json!([
+                    {"role": "user", "text": question},
+                    {"role": "assistant", "text": "", "html": FORMATTING_HTML},
+                ]);
+                must_not_contain = vec!["katex".into(), "mjx".into(), "E=mc2".into()];
+                conversations.push(Conversation {
+                    id: a.clone(),
+                    turns: [("user", question), ("assistant", FORMATTING_TEXT)]
+                        .into_iter()
+                        .map(|(role, text)| ExpectedTurn {
+                            role: role.to_owned(),
+                            text: text.to_owned(),
+                            exact: true,
+                        })
+                        .collect(),
+                    superseded: vec![],
+                });
+                (json!({"kind": "plain", "turns": rendered}), 2_000)
+            }
             "secrets" => {
                 let raw = vec![
                     t("user", "Is my key sk-proj-AbCdEfGhIjKlMnOpQrStUv123 safe to paste here?".into()),
@@ -231,7 +336,18 @@ pub fn cases(surface: &str, out: &Path, plan: Plan) -> Result<Vec<Case>> {
                 (cfg, 5_000)
             }
         };
+        let conversations: Vec<Conversation> = conversations
+            .into_iter()
+            .map(|c| Conversation {
+                turns: battle(c.turns),
+                superseded: battle(c.superseded),
+                ..c
+            })
+            .collect();
         let mut cfg = cfg;
+        if !sides.is_empty() {
+            cfg["sides"] = json!(sides);
+        }
         cfg["container"] = json!("#thread");
         cfg["user_index"] = json!(0);
         cfg["assistant_index"] = json!(assistant_index);
@@ -240,6 +356,13 @@ pub fn cases(surface: &str, out: &Path, plan: Plan) -> Result<Vec<Case>> {
         cfg["remove"] = Value::Array(remove.clone());
         cfg["keys"] = Value::Array(keys.clone());
         cfg["tag"] = json!(tag);
+        // The site's own turn numbers (attribute ordinals) are rewritten per turn by the fixture script.
+        if let Some(o) = registry
+            .get("ordinal")
+            .filter(|o| o["source"].as_str().unwrap_or("attribute") == "attribute")
+        {
+            cfg["ordinal"] = json!({"selector": o["selector"], "attribute": o["attribute"], "offset": o["offset"].as_i64().unwrap_or(0)});
+        }
         let script = format!("{turns_js}  await FX.generated(turns, {cfg});\n  FX.done();\n");
         let html = format!("{}{}{}", &page[..start], script, &page[script_end..]);
         let dir = out.join(surface).join(kind);

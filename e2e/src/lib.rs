@@ -53,6 +53,7 @@ pub const SITE_HOSTS: &[&str] = &[
     "copilot.microsoft.com",
     "www.copilot.com",
     "grok.com",
+    "x.com",
     "www.meta.ai",
     "www.perplexity.ai",
     "chat.mistral.ai",

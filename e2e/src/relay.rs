@@ -130,6 +130,12 @@ pub struct StoredMessage {
     pub ordinal: Option<i64>,
     #[serde(default = "yes")]
     pub is_current: bool,
+    #[serde(default)]
+    pub parent_key: Option<String>,
+    #[serde(default)]
+    pub revision: Option<u32>,
+    #[serde(default)]
+    pub source_path: Option<String>,
 }
 
 fn yes() -> bool {

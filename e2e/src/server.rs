@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -137,9 +137,12 @@ fn serve_conn(
             .to_string();
         let mut host = String::new();
         let mut content_length = 0usize;
+        let mut ws_key = None;
         for l in lines {
             if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("host") {
+                if k.eq_ignore_ascii_case("sec-websocket-key") {
+                    ws_key = Some(v.trim().to_string());
+                } else if k.eq_ignore_ascii_case("host") {
                     host = v.trim().to_string();
                 } else if k.eq_ignore_ascii_case("content-length") {
                     content_length = v.trim().parse().unwrap_or(0);
@@ -158,12 +161,35 @@ fn serve_conn(
         } else {
             state.lock().ok().and_then(|s| s.routes.get(&path).cloned())
         };
+        if let Some(key) = ws_key {
+            let status = if file.is_some() { 101 } else { 404 };
+            if let Ok(mut s) = state.lock() {
+                s.hits.push(Hit { host, path, status });
+            }
+            return match file {
+                Some(f) => serve_socket(&mut tls, &key, &f),
+                None => {
+                    tls.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")?;
+                    Ok(())
+                }
+            };
+        }
+        let file_ext = file
+            .as_ref()
+            .and_then(|f| f.extension())
+            .and_then(|e| e.to_str())
+            .map(str::to_owned);
         let (status, ctype, content) =
             match file.and_then(|f| std::fs::read(&f).ok().map(|c| (f, c))) {
                 Some((f, c)) => {
                     let ctype = match f.extension().and_then(|e| e.to_str()) {
                         Some("js") => "text/javascript; charset=utf-8",
                         Some("css") => "text/css; charset=utf-8",
+                        // Site responses for the page-world interceptor's cases (shared/tests/fixtures/network).
+                        Some("sse" | "cut") => "text/event-stream; charset=utf-8",
+                        Some("json") => "application/json",
+                        Some("ndjson") => "application/x-ndjson",
+                        Some("bin") => "application/json+protobuf",
                         _ => "text/html; charset=utf-8",
                     };
                     (200u16, ctype, c)
@@ -174,14 +200,152 @@ fn serve_conn(
             s.hits.push(Hit { host, path, status });
         }
         let reason = if status == 200 { "OK" } else { "Not Found" };
+        // A `.cut` stream is a connection lost mid-reply: the header promises twice the bytes, the server sends
+        // the file and closes.
+        let cut = file_ext.as_deref() == Some("cut");
+        let promised = if cut {
+            content.len() * 2
+        } else {
+            content.len()
+        };
         let header = format!(
             "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
              Content-Security-Policy: default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' \
              'unsafe-inline'; img-src 'self' data:\r\nConnection: keep-alive\r\n\r\n",
-            content.len()
+            promised
         );
         tls.write_all(header.as_bytes())?;
-        tls.write_all(&content)?;
+        // A site's streamed reply (`.sse`) goes out in 16 KiB writes, each flushed, so the page reads it in chunks
+        // as it would from the site.
+        if ctype.starts_with("text/event-stream") {
+            for piece in content.chunks(16 * 1024) {
+                tls.write_all(piece)?;
+                tls.flush()?;
+            }
+        } else {
+            tls.write_all(&content)?;
+        }
         tls.flush()?;
+        if cut {
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+            return Ok(());
+        }
+    }
+}
+
+/// A site's WebSocket (RFC 6455) answered from a file: after the handshake and the page's first message (its
+/// prompt), each non-empty line of `file` goes out as one text frame, then a close frame.
+fn serve_socket(tls: &mut (impl Read + Write), key: &str, file: &Path) -> Result<()> {
+    let lines = std::fs::read_to_string(file)?;
+    let accept = {
+        let d = ring::digest::digest(
+            &ring::digest::SHA1_FOR_LEGACY_USE_ONLY,
+            format!("{key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11").as_bytes(),
+        );
+        base64(d.as_ref())
+    };
+    tls.write_all(
+        format!(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Accept: {accept}\r\n\r\n"
+        )
+        .as_bytes(),
+    )?;
+    tls.flush()?;
+    // The page's first frame (client frames are masked): read and dropped.
+    let mut head = [0u8; 2];
+    tls.read_exact(&mut head)?;
+    let len = match head[1] & 0x7f {
+        126 => {
+            let mut b = [0u8; 2];
+            tls.read_exact(&mut b)?;
+            u64::from(u16::from_be_bytes(b))
+        }
+        127 => {
+            let mut b = [0u8; 8];
+            tls.read_exact(&mut b)?;
+            u64::from_be_bytes(b)
+        }
+        n => u64::from(n),
+    };
+    let mask = if head[1] & 0x80 != 0 { 4 } else { 0 };
+    std::io::copy(
+        &mut Read::by_ref(tls).take(len + mask),
+        &mut std::io::sink(),
+    )?;
+    for line in lines.lines().filter(|l| !l.trim().is_empty()) {
+        let mut frame = vec![0x81u8];
+        match line.len() {
+            n if n < 126 => frame.push(n as u8),
+            n if n <= 0xffff => {
+                frame.push(126);
+                frame.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                frame.push(127);
+                frame.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        frame.extend_from_slice(line.as_bytes());
+        tls.write_all(&frame)?;
+        tls.flush()?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tls.write_all(&[0x88, 0x02, 0x03, 0xe8])?;
+    tls.flush()?;
+    Ok(())
+}
+
+/// Standard base64 with padding (the handshake's accept value).
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A self-signed certificate for `localhost` and 127.0.0.1 written as PEM files under `dir` (for a relay serving
+/// TLS itself): `(cert.pem, key.pem)`.
+pub fn self_signed_pem(dir: &std::path::Path) -> Result<(PathBuf, PathBuf)> {
+    let key = rcgen::KeyPair::generate().map_err(|e| anyhow!("keygen: {e}"))?;
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .map_err(|e| anyhow!("cert params: {e}"))?;
+    params
+        .subject_alt_names
+        .push(rcgen::SanType::IpAddress(std::net::IpAddr::from([
+            127, 0, 0, 1,
+        ])));
+    let cert = params
+        .self_signed(&key)
+        .map_err(|e| anyhow!("self-sign: {e}"))?;
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, cert.pem())?;
+    std::fs::write(&key_path, key.serialize_pem())?;
+    Ok((cert_path, key_path))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn websocket_accept_is_rfc_6455s_example() {
+        let d = ring::digest::digest(
+            &ring::digest::SHA1_FOR_LEGACY_USE_ONLY,
+            b"dGhlIHNhbXBsZSBub25jZQ==258EAFA5-E914-47DA-95CA-C5AB0DC85B11",
+        );
+        assert_eq!(super::base64(d.as_ref()), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+        assert_eq!(super::base64(b"ab"), "YWI=");
+        assert_eq!(super::base64(b"a"), "YQ==");
     }
 }

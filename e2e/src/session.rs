@@ -54,11 +54,22 @@ impl Session {
     /// [`Session::start_with`] with the relay published under a sub-path `prefix` (e.g. `/personkit`) by the proxy
     /// the extension pairs against.
     pub fn start_full(relay_args: &[&str], prefix: &str, surfaces: &[&str]) -> Result<Session> {
+        let s = Session::start_unpaired(relay_args, prefix)?;
+        let code = s.relay.pairing_code.clone().ok_or_else(|| {
+            anyhow!("relay started on an empty corpus but printed no `personkit: pairing code` line; log:\n{}", s.relay.log())
+        })?;
+        s.pair(&code)?;
+        for surface in surfaces {
+            s.set_surface(surface, true)?;
+        }
+        Ok(s)
+    }
+
+    /// The relay, its counting proxy, the fixture server and Chromium with the extension's popup open (fast
+    /// delivery timings on), not yet paired.
+    pub fn start_unpaired(relay_args: &[&str], prefix: &str) -> Result<Session> {
         let ext = crate::dist_dir("chrome")?;
         let relay = Relay::start_with(relay_args)?;
-        let code = relay.pairing_code.clone().ok_or_else(|| {
-            anyhow!("relay started on an empty corpus but printed no `personkit: pairing code` line; log:\n{}", relay.log())
-        })?;
         let proxy = Proxy::start_under(relay.port, prefix)?;
         let server = FixtureServer::start()?;
         let browser = Chromium::launch(&LaunchOptions {
@@ -79,19 +90,20 @@ impl Session {
         )?;
         s.popup
             .eval("chrome.storage.session.set({testFastFlush: true}).then(() => true)")?;
-        s.pair(&code)?;
-        for surface in surfaces {
-            s.set_surface(surface, true)?;
-        }
         Ok(s)
     }
 
-    /// Fills relay URL and code in the popup, clicks pair, waits for "Paired".
+    /// Fills relay URL (the proxy's) and code in the popup, clicks pair, waits for "Paired".
     pub fn pair(&self, code: &str) -> Result<()> {
+        self.pair_at(&self.proxy.url(), code)
+    }
+
+    /// Pairs through the popup with the relay at `relay_url`.
+    pub fn pair_at(&self, relay_url: &str, code: &str) -> Result<()> {
         self.popup.reload()?;
         self.popup.eval(&format!(
             "({SET_VALUE})('#relay-url', {})",
-            json!(self.proxy.url())
+            json!(relay_url)
         ))?;
         self.popup
             .eval(&format!("({SET_VALUE})('#pair-code', {})", json!(code)))?;
@@ -225,13 +237,18 @@ impl Session {
     /// The relay's `GET /v1/me/capture-health` body, asked with the device token the extension holds (read from
     /// the extension origin's IndexedDB in the worker, a trusted context).
     pub fn relay_capture_health(&self) -> Result<Value> {
+        self.relay_get("/v1/me/capture-health")
+    }
+
+    /// A relay `GET` of `path` (e.g. `/v1/threads`) with the device token the extension holds, as JSON.
+    pub fn relay_get(&self, path: &str) -> Result<Value> {
         let rec = self.worker_eval(crate::READ_TOKEN_RECORD)?;
         let token = rec["token"]
             .as_str()
             .ok_or_else(|| anyhow!("the extension holds no device token: {rec}"))?;
         let r = crate::http::request(
             "GET",
-            &format!("{}/v1/me/capture-health", self.proxy.url()),
+            &format!("{}{path}", self.proxy.url()),
             None,
             Some(token),
             Duration::from_secs(10),

@@ -1,7 +1,7 @@
 //! Held turns in the real Chromium against the real relay, started with a small `--max-batch-bytes` so that it
 //! refuses one large answer of `scenarios/chatgpt_held` (a limit mismatch between extension and relay): the
-//! other turns are delivered, the popup shows the held turn with the relay's reason, new capture goes on, and
-//! "Clear held turns" removes it.
+//! other turns are delivered, the popup shows the held turn with the relay's reason and lists its conversation
+//! as incomplete, new capture goes on, and "Clear held turns" removes it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -41,7 +41,29 @@ fn held_turns_are_shown_with_their_reason_cleared_and_never_block_capture() {
         reasons[0].as_str().unwrap_or_default().starts_with("1 × "),
         "{reasons}"
     );
-    let png = s.popup.screenshot().unwrap();
+    // The conversation is listed as incomplete, with the refused turn as the reason.
+    let incomplete = s
+        .popup
+        .wait_for(
+            "(() => { const rows = [...document.querySelectorAll('#incomplete-list li')]; \
+               return !document.querySelector('#incomplete').hidden && rows.length > 0 \
+                 ? rows.map((li) => [li.querySelector('a').getAttribute('href'), li.querySelector('.why').textContent]) \
+                 : null; })()",
+            Duration::from_secs(20),
+        )
+        .expect("the popup never listed the conversation with a refused turn as incomplete");
+    let rows = incomplete.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{incomplete}");
+    assert!(
+        rows[0][0].as_str().unwrap().ends_with(&held.expected.path),
+        "{incomplete}"
+    );
+    let why = rows[0][1].as_str().unwrap();
+    assert!(
+        why.starts_with("ChatGPT · ") && why.contains("1 refused by the relay"),
+        "{why}"
+    );
+    let png = s.popup.screenshot_full_page(3000.0).unwrap();
     std::fs::write(
         std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("popup-held.png"),
         &png,
@@ -82,6 +104,14 @@ fn held_turns_are_shown_with_their_reason_cleared_and_never_block_capture() {
             Duration::from_secs(10),
         )
         .expect("Clear held turns did not clear the held turn");
+    // The delivered conversation was never listed; the cleared one no longer is.
+    s.popup
+        .wait_for(
+            "document.querySelector('#incomplete').hidden \
+             && document.querySelectorAll('#incomplete-list li').length === 0",
+            Duration::from_secs(10),
+        )
+        .expect("the popup still lists incomplete conversations after the held turn was cleared");
     let debug = s.worker_eval("globalThis.__personkitDebug()").unwrap();
     assert_eq!(debug["held"], 0, "{debug}");
     assert_eq!(debug["queueLength"], 0, "{debug}");

@@ -201,6 +201,22 @@ fn relay_outage_and_worker_termination_lose_nothing() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // The popup lists the conversation as incomplete: its turns wait to be sent.
+    s.popup.reload().unwrap();
+    let row = s
+        .popup
+        .wait_for(
+            "(() => { const li = document.querySelector('#incomplete-list li'); \
+               return li && !document.querySelector('#incomplete').hidden \
+                 ? [li.querySelector('a').getAttribute('href'), li.querySelector('.why').textContent] : null; })()",
+            Duration::from_secs(20),
+        )
+        .expect("the popup never listed the undelivered conversation as incomplete");
+    assert!(
+        row[0].as_str().unwrap().ends_with(&long.expected.path)
+            && row[1].as_str().unwrap().contains("waiting to be sent"),
+        "{row}"
+    );
     // The worker tries (and fails: nothing answers) while the relay is down.
     let deadline = Instant::now() + Duration::from_secs(30);
     while !s
@@ -230,6 +246,14 @@ fn relay_outage_and_worker_termination_lose_nothing() {
         "after the outage: {}",
         problems.join("\n")
     );
+    // Delivered: the popup no longer lists it.
+    s.popup.reload().unwrap();
+    s.popup
+        .wait_for(
+            "document.querySelector('#incomplete').hidden ? true : null",
+            Duration::from_secs(20),
+        )
+        .expect("the popup still lists the conversation after every turn was delivered");
 
     // Worker terminated while turns are queued.
     s.relay.stop();

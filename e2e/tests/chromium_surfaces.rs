@@ -149,28 +149,55 @@ fn a_redesigned_page_turns_the_surface_stale_and_the_badge_counts_turns() {
     let _ = tab.close();
 }
 
+/// Grok inside X (`x.com/i/grok?conversation=<id>`): matched under that path only, the conversation taken from the
+/// query, and the page URL kept with that one parameter (the page reuses grok.com markup: X's is not public).
+#[test]
+fn grok_inside_x_is_captured_under_the_conversation_its_query_names() {
+    let session = Session::start(&["browser-ext:grok"]).unwrap();
+    let case = Session::scenario_case("scenarios/grok_on_x").unwrap();
+    let problems = session.check(&case).unwrap();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let cid = &case.expected.conversations[0].id;
+    let tid = personkit_shared::thread_id("browser-ext:grok", cid).to_string();
+    let thread = session.relay_get(&format!("/v1/threads/{tid}")).unwrap();
+    assert_eq!(
+        thread["thread"]["url"],
+        format!("https://x.com/i/grok?conversation={cid}"),
+        "{thread}"
+    );
+    // The popup's link to the library finds it from the page address.
+    let url = format!("https://x.com/i/grok?conversation={cid}");
+    let by_url = session
+        .relay_get(&format!(
+            "/v1/threads/by-url?url={}",
+            url.replace('?', "%3F").replace('=', "%3D")
+        ))
+        .unwrap();
+    assert_eq!(by_url["thread"]["id"], tid, "{by_url}");
+}
+
 /// Surfaces whose long case runs the full 500 turns by default (one verified with a message key, one verified
 /// without, one experimental); the others run 60, or 500 too with `E2E_LONG_TURNS=500`.
 const FULL_LONG: [&str; 3] = ["grok", "perplexity", "deepseek"];
 
-/// The generated cases (`personkit_e2e::generated`) on the markup of every surface beyond the first four (except
-/// those `generated::NOT_GENERATED` names): a long virtualised thread (each turn once, in order), a streaming answer
-/// that pauses for over 600 ms and is re-rendered whole, edited and regenerated turns, secrets redacted before they
-/// leave the browser, and single-page navigation to another conversation. `E2E_SURFACE=grok` runs one surface.
+/// The generated cases (`personkit_e2e::generated`) on the markup of every surface beyond the first four: a long
+/// virtualised thread (each turn once, in order), a streaming answer that pauses for over 600 ms and is re-rendered
+/// whole, edited and regenerated turns, secrets redacted before they leave the browser, single-page navigation to
+/// another conversation, and formatting where the surface has no hand-written case for it. LMArena's run on its
+/// battle markup (every answer on both sides); Pi's, whose one conversation is the day, each get a relay of their
+/// own. `E2E_SURFACE=grok` runs one surface.
 #[test]
 fn every_other_surface_handles_the_generated_cases() {
-    use personkit_e2e::generated::{self, NOT_GENERATED, Plan};
+    use personkit_e2e::generated::{self, Plan};
     let only = std::env::var("E2E_SURFACE").ok();
     let long_all: Option<usize> = std::env::var("E2E_LONG_TURNS")
         .ok()
         .and_then(|v| v.parse().ok());
     let out = tempfile::tempdir().unwrap();
     let mut cases: Vec<Case> = Vec::new();
+    let mut own_session: Vec<Case> = Vec::new();
     for (name, _) in registry_surfaces() {
-        if FIRST_FOUR.contains(&name.as_str())
-            || NOT_GENERATED.iter().any(|(n, _)| *n == name)
-            || only.as_deref().is_some_and(|o| o != name)
-        {
+        if FIRST_FOUR.contains(&name.as_str()) || only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
         let long_turns = long_all.unwrap_or(if FULL_LONG.contains(&name.as_str()) {
@@ -178,25 +205,20 @@ fn every_other_surface_handles_the_generated_cases() {
         } else {
             60
         });
-        cases.extend(
-            generated::cases(&name, out.path(), Plan { long_turns })
-                .unwrap_or_else(|e| panic!("{name}: {e:#}")),
-        );
+        let generated = generated::cases(&name, out.path(), Plan { long_turns })
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        if generated::one_conversation_per_day(&name) {
+            own_session.extend(generated);
+        } else {
+            cases.extend(generated);
+        }
     }
-    if cases.is_empty() {
+    if cases.is_empty() && own_session.is_empty() {
         assert!(only.is_some());
         return;
     }
-    let session = Session::start(&[]).unwrap();
-    session.set_experimental(true).unwrap();
-    let mut wanted: Vec<String> = cases.iter().map(|c| c.expected.surface.clone()).collect();
-    wanted.dedup();
-    for s in &wanted {
-        session.set_surface(s, true).unwrap();
-    }
     let mut failures = Vec::new();
-    let mut known: Vec<String> = Vec::new();
-    for case in &cases {
+    let run = |session: &Session, case: &Case, failures: &mut Vec<String>| {
         let started = std::time::Instant::now();
         let problems = match session.check(case) {
             Ok(p) => p,
@@ -212,16 +234,37 @@ fn every_other_surface_handles_the_generated_cases() {
             eprintln!("FAIL  {}", case.name);
             failures.push(format!("{}:\n  - {}", case.name, problems.join("\n  - ")));
         }
-        known.extend(case.thread_ids());
-        let all = session.messages(&case.expected.surface).unwrap();
-        let strays = fixtures::strays(&all, &known);
-        if !strays.is_empty() {
-            failures.push(format!(
-                "{}: {} message(s) under unknown threads",
-                case.name,
-                strays.len()
-            ));
+    };
+    let start = |surfaces: &[String]| {
+        let session = Session::start(&[]).unwrap();
+        session.set_experimental(true).unwrap();
+        for s in surfaces {
+            session.set_surface(s, true).unwrap();
         }
+        session
+    };
+    if !cases.is_empty() {
+        let mut wanted: Vec<String> = cases.iter().map(|c| c.expected.surface.clone()).collect();
+        wanted.dedup();
+        let session = start(&wanted);
+        let mut known: Vec<String> = Vec::new();
+        for case in &cases {
+            run(&session, case, &mut failures);
+            known.extend(case.thread_ids());
+            let all = session.messages(&case.expected.surface).unwrap();
+            let strays = fixtures::strays(&all, &known);
+            if !strays.is_empty() {
+                failures.push(format!(
+                    "{}: {} message(s) under unknown threads",
+                    case.name,
+                    strays.len()
+                ));
+            }
+        }
+    }
+    for case in &own_session {
+        let session = start(std::slice::from_ref(&case.expected.surface));
+        run(&session, case, &mut failures);
     }
     assert!(
         failures.is_empty(),

@@ -1,8 +1,9 @@
 //! Firefox ESR end to end: the built `dist/firefox` installed as a temporary add-on through geckodriver, paired
 //! through its popup against the real relay (the token and the worker's state end up in the extension's
 //! IndexedDB, nothing in storage.local), each site toggle clicked exactly once (one popup closed in the instant of the click) and never
-//! lost, and four fixture cases (ChatGPT short, streaming and single-page navigation, Claude long) captured
-//! exactly as expected.
+//! lost, and fixture cases captured exactly as expected: ChatGPT short, streaming and single-page navigation,
+//! Claude long, and for a verified surface beyond the first four (Grok) and an experimental one (DeepSeek) their
+//! hand-written case plus the generated long (virtualised) and streaming cases.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -12,28 +13,10 @@ use personkit_e2e::fixtures;
 use personkit_e2e::proxy::Proxy;
 use personkit_e2e::relay::Relay;
 use personkit_e2e::server::FixtureServer;
-use serde_json::{Value, json};
-
-fn set_value(ff: &Firefox, sel: &str, value: &str) {
-    ff.exec(&format!(
-        "const el = document.querySelector({}); el.focus(); el.value = {}; \
-         el.dispatchEvent(new Event('input', {{bubbles: true}})); el.dispatchEvent(new Event('change', {{bubbles: true}})); return true;",
-        json!(sel),
-        json!(value)
-    ))
-    .unwrap();
-}
+use serde_json::json;
 
 #[test]
-fn firefox_captures_chatgpt_and_claude() {
-    let dist = personkit_e2e::dist_dir("firefox").unwrap();
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(dist.join("manifest.json")).unwrap())
-            .unwrap();
-    let addon_id = manifest["browser_specific_settings"]["gecko"]["id"]
-        .as_str()
-        .expect("dist/firefox/manifest.json has browser_specific_settings.gecko.id")
-        .to_string();
+fn firefox_pairs_toggles_and_captures_old_and_new_surfaces() {
     let relay = Relay::start().unwrap();
     let code = relay
         .pairing_code
@@ -41,28 +24,11 @@ fn firefox_captures_chatgpt_and_claude() {
         .expect("pairing code printed by serve");
     let proxy = Proxy::start(relay.port).unwrap();
     let server = FixtureServer::start().unwrap();
-    let ff = Firefox::launch(&addon_id).unwrap();
-    let installed = ff.install_addon(&dist).unwrap();
-    assert_eq!(installed, addon_id);
+    let ff = Firefox::with_extension().unwrap();
 
-    // Pair through the popup page, enable ChatGPT, fast flush for the test.
-    ff.open_extension_page(&ff.popup_url()).unwrap();
-    ff.wait_for(
-        "return !!document.querySelector('#pair-button')",
-        Duration::from_secs(15),
-    )
-    .unwrap();
-    ff.exec_async("const done = arguments[arguments.length - 1]; browser.storage.session.set({testFastFlush: true}).then(() => done(true));")
-        .unwrap();
-    set_value(&ff, "#relay-url", &proxy.url());
-    set_value(&ff, "#pair-code", &code);
-    ff.exec("document.querySelector('#pair-button').click(); return true;")
-        .unwrap();
-    ff.wait_for(
-        "return (document.querySelector('#pair-status')?.textContent || '').includes('Paired')",
-        Duration::from_secs(20),
-    )
-    .unwrap_or_else(|e| panic!("{e:#}; relay log:\n{}", relay.log()));
+    // Pair through the popup page, fast flush for the test.
+    ff.pair_in_popup(&proxy.url(), &code, "Paired")
+        .unwrap_or_else(|e| panic!("{e:#}; relay log:\n{}", relay.log()));
     // Nothing is kept in storage.local (content scripts can read and write it in Firefox): the token and the
     // worker's state are in the extension origin's IndexedDB.
     let where_token = ff
@@ -84,14 +50,35 @@ fn firefox_captures_chatgpt_and_claude() {
         json!([true, [], proxy.url().trim_end_matches('/')]),
         "Firefox: the token and the worker's state must be in the extension's IndexedDB, nothing in storage.local"
     );
+    // The experimental surfaces are listed only once the user turns the flag on.
+    ff.open_extension_page(&ff.popup_url()).unwrap();
+    ff.wait_for(
+        "return !!document.querySelector('#experimental')",
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    ff.exec("document.querySelector('#experimental').click(); return true;")
+        .unwrap();
+    ff.wait_for(
+        "const el = document.querySelector('input[data-surface=\"browser-ext:deepseek\"]'); \
+         return el && !el.closest('li').hidden ? true : null",
+        Duration::from_secs(20),
+    )
+    .unwrap();
     // Each toggle is clicked exactly once; a click the extension loses fails the test (no retry). ChatGPT's popup
     // is closed (navigated away) in the same instant as the click, as a user closing the popup at once would;
-    // Claude's stays open until the popup shows the worker's confirmation.
-    for (surface, close_at_once) in [("browser-ext:chatgpt", true), ("browser-ext:claude", false)] {
+    // the others stay open until the popup shows the worker's confirmation. Grok is a verified surface beyond the
+    // first four, DeepSeek an experimental one.
+    for (surface, close_at_once) in [
+        ("browser-ext:chatgpt", true),
+        ("browser-ext:claude", false),
+        ("browser-ext:grok", false),
+        ("browser-ext:deepseek", false),
+    ] {
         let sel = json!(format!("input[data-surface=\"{surface}\"]"));
         ff.open_extension_page(&ff.popup_url()).unwrap();
         ff.wait_for(
-            &format!("return !!document.querySelector({sel})"),
+            &format!("return document.querySelector({sel}) && !document.querySelector({sel}).closest('li').hidden ? true : null"),
             Duration::from_secs(10),
         )
         .unwrap();
@@ -163,19 +150,40 @@ fn firefox_captures_chatgpt_and_claude() {
     // Fixtures under the real host names (forceResolve maps them to 127.0.0.1; the port is the fixture server's).
     let mut failures = Vec::new();
     // spa_navigation: the conversation is taken from the browser's record of the page, which has to follow
-    // `history.pushState` in Firefox too.
+    // `history.pushState` in Firefox too. Grok and DeepSeek run their hand-written case and the generated
+    // long (virtualised) and streaming (whole-subtree re-render) cases on their own markup.
+    let generated_dir = tempfile::tempdir().unwrap();
+    let mut cases = Vec::new();
     for name in [
         "chatgpt/short",
         "chatgpt/streaming",
         "claude/long",
         "chatgpt/spa_navigation",
+        "grok/formatting",
+        "deepseek/short",
     ] {
         let (dir, _) = name.split_once('/').unwrap();
-        let case = fixtures::cases(dir)
-            .unwrap()
-            .into_iter()
-            .find(|c| c.name == name)
-            .unwrap();
+        cases.push(
+            fixtures::cases(dir)
+                .unwrap()
+                .into_iter()
+                .find(|c| c.name == name)
+                .unwrap(),
+        );
+    }
+    for surface in ["grok", "deepseek"] {
+        let generated = personkit_e2e::generated::cases(
+            surface,
+            generated_dir.path(),
+            personkit_e2e::generated::Plan { long_turns: 60 },
+        )
+        .unwrap();
+        cases.extend(generated.into_iter().filter(|c| {
+            c.name.ends_with("generated-long") || c.name.ends_with("generated-streaming")
+        }));
+    }
+    for case in &cases {
+        let name = &case.name;
         server.route(&case.expected.path, case.page());
         for p in &case.expected.extra_paths {
             server.route(p, case.page());
@@ -191,13 +199,13 @@ fn firefox_captures_chatgpt_and_claude() {
         )
         .unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !fixtures::diff(&case, &relay.messages(&case.expected.surface).unwrap()).is_empty()
+        while !fixtures::diff(case, &relay.messages(&case.expected.surface).unwrap()).is_empty()
             && Instant::now() < deadline
         {
             std::thread::sleep(Duration::from_millis(500));
         }
         std::thread::sleep(Duration::from_secs(2)); // late duplicates or partials would show up here
-        let problems = fixtures::diff(&case, &relay.messages(&case.expected.surface).unwrap());
+        let problems = fixtures::diff(case, &relay.messages(&case.expected.surface).unwrap());
         if !problems.is_empty() {
             failures.push(format!("{name}:\n  - {}", problems.join("\n  - ")));
         }
@@ -216,5 +224,51 @@ fn firefox_captures_chatgpt_and_claude() {
             .hits()
             .iter()
             .any(|h| h.host.starts_with("chatgpt.com") && h.status == 200)
+    );
+}
+
+/// Firefox pairs with a relay that serves HTTPS itself (`serve --tls-cert/--tls-key`) at its `https://` address and
+/// delivers a conversation to it (geckodriver's `acceptInsecureCerts` stands for a certificate the user's system
+/// trusts).
+#[test]
+fn firefox_pairs_with_a_relay_serving_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = personkit_e2e::server::self_signed_pem(dir.path()).unwrap();
+    let relay = Relay::start_with(&[
+        "--tls-cert",
+        cert_path.to_str().unwrap(),
+        "--tls-key",
+        key_path.to_str().unwrap(),
+    ])
+    .unwrap();
+    let code = relay.pairing_code.clone().expect("pairing code");
+    let server = FixtureServer::start().unwrap();
+    let ff = Firefox::with_extension().unwrap();
+    let url = format!("https://localhost:{}/", relay.port);
+    ff.pair_in_popup(&url, &code, "Paired with https://")
+        .unwrap_or_else(|e| panic!("{e:#}; relay log:\n{}", relay.log()));
+    ff.enable_surface("browser-ext:chatgpt").unwrap();
+    let case = fixtures::cases("chatgpt")
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name == "chatgpt/short")
+        .unwrap();
+    server.route(&case.expected.path, case.page());
+    ff.navigate(&format!(
+        "https://{}:{}{}",
+        case.expected.host, server.port, case.expected.path
+    ))
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut problems = fixtures::diff(&case, &relay.messages(&case.expected.surface).unwrap());
+    while !problems.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        problems = fixtures::diff(&case, &relay.messages(&case.expected.surface).unwrap());
+    }
+    assert!(
+        problems.is_empty(),
+        "Firefox over https:\n{}\nrelay log:\n{}",
+        problems.join("\n"),
+        relay.log()
     );
 }

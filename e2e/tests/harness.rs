@@ -30,7 +30,7 @@ fn every_fixture_page_renders_under_its_real_origin() {
     for s in SURFACES {
         all.extend(fixtures::cases(s).unwrap());
     }
-    assert_eq!(all.len(), 28, "7 cases for each of the 4 surfaces");
+    assert_eq!(all.len(), 32, "8 cases for each of the 4 surfaces");
     // Open every page at once (each in its own tab); their scripts run concurrently.
     let mut tabs = Vec::new();
     for case in &all {

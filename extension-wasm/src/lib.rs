@@ -24,6 +24,11 @@ pub fn page_state(input: &str) -> Result<String, JsError> {
     api::page_state(input).map_err(js)
 }
 
+#[wasm_bindgen]
+pub fn forgotten(input: &str) -> Result<String, JsError> {
+    api::forgotten(input).map_err(js)
+}
+
 #[wasm_bindgen(js_name = toggleSkip)]
 pub fn toggle_skip(input: &str) -> Result<String, JsError> {
     api::toggle_skip(input).map_err(js)

@@ -11,6 +11,7 @@
 // from) storage.local, which content scripts (and so a compromised renderer) can read and write in Firefox.
 
 import initCore, * as core from './wasm/personkit_core.js';
+import initNet, * as netcore from './wasm/personkit_net.js';
 import './messages.js';
 
 const M = globalThis.personkitMessages;
@@ -209,6 +210,16 @@ function hello(sender, msg) {
   return p;
 }
 
+/** Keeps what a core `capture` call returned (queue, dedupe set, stats); inside `exclusive`. */
+async function keepCaptured(r) {
+  if (r.invalid) return r;
+  S.queue = r.queue;
+  S.seen = r.seen;
+  S.stats = r.stats;
+  if (r.changed) await persist(['queue', 'seen', 'stats']);
+  return r;
+}
+
 async function captureTurns(sender, msg) {
   const out = await exclusive(async () => {
     const r = json(core.capture, {
@@ -223,12 +234,7 @@ async function captureTurns(sender, msg) {
       seen: S.seen,
       fast: S.fast,
     });
-    if (r.invalid) return r;
-    S.queue = r.queue;
-    S.seen = r.seen;
-    S.stats = r.stats;
-    if (r.changed) await persist(['queue', 'seen', 'stats']);
-    return r;
+    return keepCaptured(r);
   });
   if (out.invalid) {
     console.warn('personkit: refused a capture message:', out.invalid);
@@ -240,13 +246,79 @@ async function captureTurns(sender, msg) {
   return { queued: out.queued, already_seen: out.already_seen, near_full: out.near_full, state: out.state };
 }
 
+/** The network parsers: a second wasm module, instantiated when the first body arrives. */
+let netReady = null;
+function netParsers() {
+  if (!netReady) {
+    netReady = initNet({ module_or_path: chrome.runtime.getURL('wasm/personkit_net_bg.wasm') }).catch((e) => {
+      netReady = null;
+      throw e;
+    });
+  }
+  return netReady;
+}
+
+/** A body the page itself received (the page-world script teed it, netbridge.js sent it). The core checks the
+ * request against the page's surface and its known endpoints first; only then is the body parsed, and the core
+ * queues its turns as `path: "network"` items of the page's conversation, or says why not. */
+async function captureNetwork(sender, msg) {
+  const base = () => ({
+    ...pageInput(sender, msg),
+    title: null,
+    turns: [],
+    stats: S.stats,
+    patterns: S.activePatterns,
+    device_id: S.deviceId,
+    app_version: APP_VERSION,
+    queue: S.queue,
+    seen: S.seen,
+    fast: S.fast,
+  });
+  const network = { surface: msg.surface, kind: msg.kind, endpoint: msg.endpoint, method: msg.method, error: msg.error || null };
+  const first = await exclusive(async () => json(core.capture, { ...base(), network }));
+  if (first.invalid) return { error: M.ERR.INVALID };
+  if (first.stale) return { stale: true };
+  const v0 = first.network || {};
+  if (v0.waiting) return { waiting: true };
+  let parsed = null;
+  if (v0.parse) {
+    await netParsers();
+    const p = JSON.parse(netcore.parseNetwork(msg.surface, msg.kind, msg.body));
+    if (p.ok) parsed = JSON.stringify({ conversation_id: p.ok.conversation_id, turns: p.ok.turns });
+    else network.parse_error = p.error ? String(p.error.code) : 'stream_unparsed';
+  } else if (!v0.unparsed) {
+    return { refused: v0.refused || first.state };
+  }
+  const out = await exclusive(async () => {
+    // The parsed body is JSON text already: spliced in as the last key of `network` (the last key of the input).
+    const head = JSON.stringify({ ...base(), network });
+    const r = JSON.parse(core.capture(`${head.slice(0, -2)},"parsed":${parsed || 'null'}}}`));
+    return keepCaptured(r);
+  });
+  if (out.invalid) {
+    console.warn('personkit: refused a network body:', out.invalid);
+    return { error: M.ERR.INVALID };
+  }
+  if (out.queued > 0) scheduleFlush(core.flushDelayMs(S.fast));
+  const v = out.network || {};
+  // Which paths work (and a body that no longer parses) reach the relay's capture health with the next report.
+  if (out.changed) reportAdapters().catch(() => {});
+  return { queued: out.queued, turns: v.turns, refused: v.refused || null, unparsed: v.unparsed || null, waiting: !!v.waiting };
+}
+
 /** A content script's report of its last read (turns found or not): the core decides whether the surface's adapter
  * has gone stale (`adapter_stale`). */
 async function probePage(sender, msg) {
   const out = await exclusive(async () => {
     const { skipped, ...page } = pageInput(sender, msg);
     void skipped;
-    const r = json(core.probe, { ...page, stats: S.stats, probe: msg.probe, fast: S.fast });
+    const r = json(core.probe, {
+      ...page,
+      stats: S.stats,
+      probe: msg.probe,
+      title: msg.title ?? undefined,
+      fast: S.fast,
+    });
     if (r.changed) {
       S.stats = r.stats;
       await persist(['stats']);
@@ -621,6 +693,87 @@ function broadcast() {
   );
 }
 
+// ---- the library (the relay's dashboard) ------------------------------------------------------------------------
+
+/** `storage.session` key of the page a tab's top frame last showed, as the browser reported it with a content
+ * script's message; the popup reads it (content scripts cannot) to offer the library's copy of that conversation. */
+const TAB_PAGE_PREFIX = 'tabPage:';
+
+function rememberTabPage(sender) {
+  if (!sender.tab || sender.tab.id == null || sender.frameId !== 0) return;
+  const url = M.senderPage(sender).tab_url;
+  if (url) chrome.storage.session.set({ [`${TAB_PAGE_PREFIX}${sender.tab.id}`]: url }).catch(() => {});
+}
+
+/** A relay read or the sign-in link, with the device token; the token never leaves this worker (the popup gets
+ * the relay's answer only). */
+async function relayJson(path, init) {
+  await ready;
+  if (!S.token) return { error: 'not paired: pair with the relay first' };
+  let res;
+  try {
+    res = await fetchWithTimeout(`${relayBase()}${path}`, {
+      ...init,
+      headers: { ...(init && init.headers), Authorization: `Bearer ${S.token}` },
+    });
+  } catch (e) {
+    return { error: `relay not reachable: ${String((e && e.message) || e).slice(0, 200)}` };
+  }
+  let body = null;
+  try {
+    body = await res.json();
+  } catch {
+    body = null;
+  }
+  return { status: res.status, body };
+}
+
+/** A one-time dashboard sign-in link (`POST /v1/me/dashboard-link`), optionally landing on a thread. */
+async function libraryLink(msg) {
+  const r = await relayJson('/v1/me/dashboard-link', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(msg.thread ? { thread: msg.thread } : {}),
+  });
+  if (r.error) return { error: r.error };
+  const url = r.body && typeof r.body.url === 'string' ? r.body.url : '';
+  if (r.status !== 200 || !/^https?:\/\//.test(url)) {
+    return { error: (r.body && r.body.message) || `the relay answered ${r.status}` };
+  }
+  return { url };
+}
+
+/** The captured thread of a conversation page (`GET /v1/threads/by-url`), or `{thread: null}`. */
+async function pageThread(msg) {
+  const r = await relayJson(`/v1/threads/by-url?url=${encodeURIComponent(msg.url)}`, {});
+  if (r.error) return { error: r.error };
+  if (r.status !== 200 || !r.body || !r.body.thread) return { thread: null };
+  const t = r.body.thread;
+  return { thread: { id: t.id, title: t.title, turns: t.turns, completeness: t.completeness } };
+}
+
+/** Forgets a captured thread for good (`DELETE /v1/threads/{id}`), then drops what of it still waits in the queue
+ * and skips the conversation from then on (the core decides both), so the open page does not capture it again. */
+async function forgetThread(msg) {
+  const r = await relayJson(`/v1/threads/${encodeURIComponent(msg.thread)}`, { method: 'DELETE' });
+  if (r.error) return { error: r.error };
+  if (r.status !== 200 && r.status !== 404) {
+    return { error: (r.body && r.body.message) || `the relay answered ${r.status}` };
+  }
+  const out = await exclusive(async () => {
+    const f = json(core.forgotten, { thread_id: msg.thread, queue: S.queue, skipped: S.skipped });
+    if (f.changed) {
+      S.queue = f.queue;
+      S.skipped = f.skipped;
+      await persist(['queue', 'skipped']);
+    }
+    return f;
+  });
+  broadcast();
+  const messages = r.status === 200 && r.body && r.body.forgotten ? r.body.forgotten.messages : 0;
+  return { forgotten: messages, dropped: out.dropped };
+}
+
 // ---- listeners (top level, all awaiting `ready`) -----------------------------------------------------------------
 
 async function handle(raw, sender) {
@@ -631,13 +784,17 @@ async function handle(raw, sender) {
   if (error) return { error };
   switch (msg.type) {
     case M.MSG.HELLO:
+      rememberTabPage(sender);
       return hello(sender, msg);
     case M.MSG.CAPTURE:
+      rememberTabPage(sender);
       return captureTurns(sender, msg);
     case M.MSG.PROBE:
       return probePage(sender, msg);
     case M.MSG.TOGGLE_SKIP:
       return toggleSkip(sender, msg);
+    case M.MSG.NETWORK:
+      return captureNetwork(sender, msg);
     case M.MSG.POPUP_STATE:
       return popupState();
     case M.MSG.SET_SETTINGS:
@@ -653,6 +810,12 @@ async function handle(raw, sender) {
     case M.MSG.FLUSH:
       scheduleFlush(0);
       return { ok: true };
+    case M.MSG.LIBRARY_LINK:
+      return libraryLink(msg);
+    case M.MSG.PAGE_THREAD:
+      return pageThread(msg);
+    case M.MSG.FORGET_THREAD:
+      return forgetThread(msg);
     default:
       return { error: M.ERR.UNKNOWN };
   }
@@ -674,6 +837,10 @@ chrome.storage.onChanged.addListener((changes, area) => {
       if (S.fast) scheduleFlush(0);
     });
   }
+});
+
+chrome.tabs.onRemoved.addListener((tabId) => {
+  chrome.storage.session.remove(`${TAB_PAGE_PREFIX}${tabId}`).catch(() => {});
 });
 
 chrome.alarms.onAlarm.addListener((alarm) => {

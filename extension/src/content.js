@@ -5,9 +5,7 @@
 // it knows of a site is its registry entry. It runs in the isolated world: page scripts cannot see its variables
 // or call chrome.runtime. Its messages are built by messages.js (loaded before it).
 //
-// Page-world capture (planned) will talk to this script over window.postMessage; every such message must carry
-// `channel`, a random id made per page load below and handed to the page-world script at injection, and is
-// validated here before anything reaches the worker. Nothing listens yet.
+// The network path (the site's own responses) does not pass through this script: pageworld.js and netbridge.js.
 
 (() => {
   'use strict';
@@ -22,9 +20,6 @@
   const STALE_RETRY_MS = 300;
   const MAX_STALE_HELLOS = 100;
   let staleHellos = 0;
-  // Reserved for the page-world channel (see header); never sent to the page except to our own injected script.
-  const CHANNEL_ID = crypto.randomUUID();
-  void CHANNEL_ID;
 
   let adapter = null; // the registry entry for this surface
   let conversationId = null;
@@ -189,12 +184,18 @@
       assistants: read.assistants,
       rank: rule,
     };
+    // How many complete turns this conversation has shown, and how many of them the worker took: the popup lists
+    // conversations where the two differ.
+    if (state === 'capturing') {
+      probe.shown = shownIds.size;
+      probe.sent = capturedCount();
+    }
     const key = JSON.stringify(probe);
     const now = Date.now();
     if (key === lastProbe && now - lastProbeAt < PROBE_EVERY_MS) return;
     lastProbe = key;
     lastProbeAt = now;
-    const r = await send(M.make.probe(location.href, probe));
+    const r = await send(M.make.probe(location.href, probe, state === 'capturing' ? document.title.slice(0, 300) : null));
     const h = r && !r.error && typeof r.reason === 'string' ? r.reason : null;
     if (h !== health) {
       health = h;
@@ -498,7 +499,7 @@
     const live = markers();
     const turns = [];
     const strip = adapter.strip_selectors || [];
-    let lastAssistant = -1;
+    let lastUser = -1;
     const read = [];
     const counts = { roots: roots.length, users: 0, assistants: 0 };
     for (const el of roots) {
@@ -510,13 +511,14 @@
       else counts.assistants++;
       const streamingHere = live.some((m) => el.contains(m) || m.contains(el));
       read.push({ el, role, streamingHere });
-      if (role === 'assistant') lastAssistant = read.length - 1;
+      if (role === 'user') lastUser = read.length - 1;
     }
     lastRead = new Map();
     const byPosition = adapter.ordinal && adapter.ordinal.source === 'position' ? positionsOf(read.map((r) => r.el)) : null;
     read.forEach((r, i) => {
-      // While anything streams, the newest assistant turn is not final yet.
-      if (r.streamingHere || (live.length > 0 && i === lastAssistant)) return;
+      // While anything streams, the answers to the newest prompt are not final yet (a battle page streams two
+      // side by side: neither is the last turn on its own).
+      if (r.streamingHere || (live.length > 0 && r.role === 'assistant' && i > lastUser)) return;
       const tree = turnDoc(r.el, r.role, strip);
       const text = JSON.stringify(tree);
       lastRead.set(r.el, text);
@@ -537,7 +539,6 @@
     if (!adapter || state !== 'capturing' || !conversationId) return;
     const url = location.href;
     const { turns, streaming, counts } = snapshot();
-    sendProbe(counts);
     if (turns.length > 0) {
       const r = await send(M.make.capture(url, document.title, turns.map(({ id, text, ...t }) => t)));
       // The browser's record of this frame does not show `url` yet (a same-document navigation in flight): the
@@ -557,6 +558,8 @@
         }
       }
     }
+    // After the capture, so that the counts include what the worker just took.
+    sendProbe(counts);
     if (streaming) schedule(STREAM_RECHECK_MS);
   }
 

@@ -15,6 +15,7 @@
     CAPTURE: 'capture',
     PROBE: 'probe',
     TOGGLE_SKIP: 'toggleSkip',
+    NETWORK: 'network',
     // worker → content script
     REFRESH: 'refresh',
     // popup → worker
@@ -25,6 +26,9 @@
     CLEAR_HELD: 'clearHeld',
     DEBUG: 'debug',
     FLUSH: 'flush',
+    LIBRARY_LINK: 'libraryLink',
+    PAGE_THREAD: 'pageThread',
+    FORGET_THREAD: 'forgetThread',
   });
 
   /** Error codes of a refused message (`{error: <code>}` replies). */
@@ -34,6 +38,7 @@
   const INTENT_PREFIX = 'settingsIntent:';
 
   const MAX_URL = 4096;
+  const MAX_BODY = 16 * 1024 * 1024;
 
   const isString = (max) => (v) => typeof v === 'string' && v.length <= max;
   const isObject = (v) => !!v && typeof v === 'object' && !Array.isArray(v);
@@ -48,8 +53,25 @@
       from: 'content',
       fields: { url: isString(MAX_URL), title: optional((v) => typeof v === 'string'), turns: Array.isArray },
     },
-    [MSG.PROBE]: { from: 'content', fields: { url: isString(MAX_URL), probe: isObject } },
+    [MSG.PROBE]: {
+      from: 'content',
+      fields: { url: isString(MAX_URL), probe: isObject, title: optional(isString(1024)) },
+    },
     [MSG.TOGGLE_SKIP]: { from: 'content', fields: { url: isString(MAX_URL) } },
+    // A body the page itself received, as the page-world script teed it (netbridge.js). Everything but the shape is
+    // checked by the core: the endpoint against the surface's table, the body's conversation against the page's.
+    [MSG.NETWORK]: {
+      from: 'content',
+      fields: {
+        url: isString(MAX_URL),
+        surface: isString(64),
+        kind: isString(32),
+        endpoint: isString(MAX_URL),
+        method: isString(16),
+        body: isString(MAX_BODY),
+        error: optional(isString(32)),
+      },
+    },
     [MSG.REFRESH]: { from: 'worker', fields: {} },
     [MSG.POPUP_STATE]: { from: 'popup', fields: {} },
     [MSG.SET_SETTINGS]: { from: 'popup', fields: { patch: isObject, intent: isString(256) } },
@@ -64,6 +86,9 @@
     [MSG.CLEAR_HELD]: { from: 'popup', fields: {} },
     [MSG.DEBUG]: { from: 'popup', fields: {} },
     [MSG.FLUSH]: { from: 'popup', fields: {} },
+    [MSG.LIBRARY_LINK]: { from: 'popup', fields: { thread: optional(isString(64)) } },
+    [MSG.PAGE_THREAD]: { from: 'popup', fields: { url: isString(MAX_URL) } },
+    [MSG.FORGET_THREAD]: { from: 'popup', fields: { thread: isString(64) } },
   });
 
   /** `{msg}` with a copy of `raw`'s fields if it is a well-formed message that a `from` (`content`, `worker`,
@@ -103,8 +128,18 @@
   const make = Object.freeze({
     hello: (url) => ({ type: MSG.HELLO, url }),
     capture: (url, title, turns) => ({ type: MSG.CAPTURE, url, title, turns }),
-    probe: (url, probe) => ({ type: MSG.PROBE, url, probe }),
+    probe: (url, probe, title) => ({ type: MSG.PROBE, url, probe, title }),
     toggleSkip: (url) => ({ type: MSG.TOGGLE_SKIP, url }),
+    network: (url, surface, kind, endpoint, method, body, error) => ({
+      type: MSG.NETWORK,
+      url,
+      surface,
+      kind,
+      endpoint,
+      method,
+      body,
+      error,
+    }),
     refresh: () => ({ type: MSG.REFRESH }),
     popupState: () => ({ type: MSG.POPUP_STATE }),
     setSettings: (patch, intent) => ({ type: MSG.SET_SETTINGS, patch, intent }),
@@ -113,6 +148,9 @@
     clearHeld: () => ({ type: MSG.CLEAR_HELD }),
     debug: () => ({ type: MSG.DEBUG }),
     flush: () => ({ type: MSG.FLUSH }),
+    libraryLink: (thread) => ({ type: MSG.LIBRARY_LINK, thread }),
+    pageThread: (url) => ({ type: MSG.PAGE_THREAD, url }),
+    forgetThread: (thread) => ({ type: MSG.FORGET_THREAD, thread }),
   });
 
   g.personkitMessages = Object.freeze({ MSG, ERR, INTENT_PREFIX, make, check, senderKind, senderPage });

@@ -186,8 +186,33 @@ function renderSurfaces(s) {
     dot.setAttribute('data-status', surf.light);
     if (surf.reason) dot.setAttribute('data-reason', surf.reason);
     else dot.removeAttribute('data-reason');
-    const why = surf.reason === 'adapter_stale' ? ' — pages show a conversation but no turns are read (the site may have changed)' : '';
+    const why =
+      surf.reason === 'adapter_stale'
+        ? ' — pages show a conversation but no turns are read (the site may have changed)'
+        : surf.unparsed
+          ? " — the site's responses no longer parse (network path); the page is still read"
+          : '';
     dot.title = `${surf.light}: ${surf.accepted} delivered from this browser${why}${surf.rule ? ` (rule ${surf.rule})` : ''}`;
+    // Which capture paths work: the page (DOM), the site's own responses (network), or both.
+    let paths = li.querySelector('[data-paths]');
+    if (surf.paths) {
+      if (!paths) {
+        paths = document.createElement('span');
+        paths.className = 'paths';
+        paths.setAttribute('data-paths', surf.id);
+        li.append(paths);
+      }
+      paths.dataset.working = surf.paths;
+      if (surf.unparsed) paths.dataset.unparsed = surf.unparsed;
+      else delete paths.dataset.unparsed;
+      const label = { both: 'page + network', dom: 'page only', network: 'network only', none: '' }[surf.paths] || '';
+      paths.textContent = surf.unparsed ? `${label}${label ? ', ' : ''}network unreadable` : label;
+      paths.title = surf.unparsed
+        ? `The site's responses no longer parse (${surf.unparsed}); turns come from the page only.`
+        : 'Capture paths that gave turns in the last 24 hours: the page as shown (DOM) and the site\'s own responses (network).';
+    } else if (paths) {
+      paths.remove();
+    }
   }
 }
 
@@ -229,6 +254,46 @@ function renderHeld(s) {
   );
 }
 
+/** One line per conversation whose capture is incomplete: what the page showed, what the relay has, and why the
+ * rest is missing. */
+function incompleteWhy(r) {
+  const parts = [`${r.surfaceName}`, `${r.captured} of ${r.shown} captured`];
+  if (r.waiting) parts.push(`${r.waiting} waiting to be sent`);
+  if (r.held) parts.push(`${r.held} refused by the relay (see Delivery)`);
+  if (r.unread) parts.push(`${r.unread} not read yet`);
+  return parts.join(' · ');
+}
+
+function renderIncomplete(s) {
+  const rows = s.incomplete || [];
+  $('incomplete').hidden = rows.length === 0;
+  const list = $('incomplete-list');
+  const key = JSON.stringify(rows.map((r) => [r.url, r.title, incompleteWhy(r)]));
+  if (list.dataset.key === key) return;
+  list.dataset.key = key;
+  list.replaceChildren(
+    ...rows.map((r) => {
+      const li = document.createElement('li');
+      li.dataset.surface = r.surface;
+      li.dataset.conversation = r.conversationId;
+      const a = document.createElement('a');
+      a.href = r.url;
+      // Many sites title every tab with their own name: then the conversation's id tells rows apart.
+      a.textContent =
+        r.title && r.title !== r.surfaceName ? r.title : `${r.surfaceName} conversation ${r.conversationId.slice(0, 12)}`;
+      a.addEventListener('click', (e) => {
+        e.preventDefault();
+        if (/^https:\/\//.test(r.url)) chrome.tabs.create({ url: r.url });
+      });
+      const why = document.createElement('span');
+      why.className = 'why';
+      why.textContent = incompleteWhy(r);
+      li.append(a, why);
+      return li;
+    }),
+  );
+}
+
 function render(s) {
   // A state read before the newest confirmed write is stale: keep showing what the worker confirmed.
   const rev = typeof s.settings.rev === 'number' ? s.settings.rev : -1;
@@ -244,6 +309,7 @@ function render(s) {
   setText($('sent-count'), String(s.sent));
   setText($('held-count'), String(s.held));
   renderHeld(s);
+  renderIncomplete(s);
   $('queue-warning').hidden = !s.nearFull;
   const err = $('last-error');
   err.hidden = !s.lastError;
@@ -335,5 +401,121 @@ $('save-patterns').addEventListener('click', async () => {
   }
 });
 
-refresh();
-setInterval(refresh, 2000);
+// ---- the library -------------------------------------------------------------------------------------------------
+
+/** Opens the library (optionally on a thread) with a one-time sign-in link the worker asks the relay for. */
+async function openLibrary(thread) {
+  const status = $('library-status');
+  status.textContent = '';
+  let r = null;
+  try {
+    r = await sendOnce(M.make.libraryLink(thread || undefined), 20000);
+  } catch (e) {
+    r = { error: e.message };
+  }
+  if (!r || !r.url) {
+    status.textContent = `Could not open the library (${(r && r.error) || 'no answer'}).`;
+    return;
+  }
+  await chrome.tabs.create({ url: r.url });
+}
+
+/** The page of the tab the user is looking at, as the worker last heard of it (see TESTING.md). */
+async function currentPage() {
+  const [tab] = await chrome.tabs.query({ active: true, lastFocusedWindow: true });
+  if (!tab || tab.id == null) return null;
+  const key = `tabPage:${tab.id}`;
+  const got = await chrome.storage.session.get(key);
+  return typeof got[key] === 'string' ? got[key] : null;
+}
+
+let threadShown = null;
+async function renderLibrary() {
+  const paired = !!(current && current.paired);
+  $('open-library').disabled = !paired;
+  const link = $('open-thread');
+  let thread = null;
+  if (paired) {
+    const page = await currentPage().catch(() => null);
+    if (page) {
+      const r = await sendOnce(M.make.pageThread(page), 20000).catch(() => null);
+      thread = r && r.thread ? r.thread : null;
+    }
+  }
+  // A different conversation (or none) closes a confirmation that was about another one.
+  if (!thread || !threadShown || thread.id !== threadShown.id) $('forget-confirm').hidden = true;
+  threadShown = thread;
+  link.hidden = !thread;
+  $('forget-thread').hidden = !thread || !$('forget-confirm').hidden;
+  if (thread) {
+    link.dataset.thread = thread.id;
+    const title = thread.title && thread.title.trim() ? thread.title : 'Untitled';
+    link.textContent = `This conversation in the library: ${title} (${thread.turns} turns)`;
+  } else {
+    delete link.dataset.thread;
+  }
+}
+
+$('open-library').addEventListener('click', () => openLibrary(null));
+$('open-thread').addEventListener('click', (e) => {
+  e.preventDefault();
+  if (threadShown) openLibrary(threadShown.id);
+});
+
+// Forget: the counts first, then a confirmation; the worker deletes the thread on the relay.
+$('forget-thread').addEventListener('click', () => {
+  if (!threadShown) return;
+  const title = threadShown.title && threadShown.title.trim() ? threadShown.title : 'Untitled';
+  setText(
+    $('forget-question'),
+    `Forget “${title}” (${threadShown.turns} turns, every revision) from the library for good? Its text leaves the search index too, and this conversation is no longer captured (click the page's badge to capture it again).`,
+  );
+  $('forget-confirm').hidden = false;
+  $('forget-thread').hidden = true;
+  $('forget-no').focus();
+});
+$('forget-no').addEventListener('click', () => {
+  $('forget-confirm').hidden = true;
+  $('forget-thread').hidden = !threadShown;
+});
+$('forget-yes').addEventListener('click', async () => {
+  if (!threadShown) return;
+  const thread = threadShown;
+  const status = $('library-status');
+  $('forget-yes').disabled = true;
+  let r = null;
+  try {
+    r = await sendOnce(M.make.forgetThread(thread.id), 30000);
+  } catch (e) {
+    r = { error: e.message };
+  } finally {
+    $('forget-yes').disabled = false;
+  }
+  $('forget-confirm').hidden = true;
+  if (!r || r.error) {
+    status.textContent = `Could not forget the conversation (${(r && r.error) || 'no answer'}). Nothing was removed.`;
+    $('forget-thread').hidden = false;
+    return;
+  }
+  status.textContent = `Forgot ${r.forgotten} turns. The conversation is skipped from now on.`;
+  threadShown = null;
+  $('open-thread').hidden = true;
+  $('forget-thread').hidden = true;
+});
+
+let libraryBusy = false;
+async function refreshAll() {
+  await refresh();
+  if (libraryBusy) return;
+  libraryBusy = true;
+  try {
+    await renderLibrary();
+  } catch (e) {
+    console.warn('personkit popup: library link', e && e.message);
+  } finally {
+    libraryBusy = false;
+  }
+}
+
+refreshAll();
+setInterval(refreshAll, 2000);

@@ -24,6 +24,10 @@ pub const STALE_RED_AFTER_MS: i64 = 10 * 60_000;
 
 /// The reason code of a surface whose adapter reads nothing on pages that show a conversation.
 pub const ADAPTER_STALE: &str = "adapter_stale";
+/// The reason code of a surface whose site responses (network path) the parser no longer understands.
+pub const STREAM_UNPARSED: &str = "stream_unparsed";
+/// A capture path counts as working when it gave turns at most this long ago (ms).
+pub const PATH_WORKING_WITHIN_MS: i64 = 24 * 60 * 60_000;
 
 /// At most this many reports in one `POST /v1/me/capture-reports` body.
 pub const MAX_REPORTS: usize = 64;
@@ -105,6 +109,27 @@ pub struct CaptureReport {
     /// Which message-root rule matched at the device's last read (`message_roots[<rank>]`), for debugging.
     #[serde(default)]
     pub rule: Option<String>,
+    /// Which capture paths gave this device turns of the surface, and when (absent: not reported; the relay
+    /// keeps what it was told before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<PathReport>,
+}
+
+/// A device's view of a surface's capture paths: when the DOM path and the network path last gave turns, and
+/// since when (and with which parser code) bodies from the surface's known endpoints fail to parse. Times are
+/// RFC 3339; `null` for never.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PathReport {
+    #[serde(default)]
+    pub dom_at: Option<String>,
+    #[serde(default)]
+    pub network_at: Option<String>,
+    #[serde(default)]
+    pub unparsed_since: Option<String>,
+    /// `stream_unparsed` or `stream_too_large`.
+    #[serde(default)]
+    pub unparsed: Option<String>,
 }
 
 /// `POST /v1/me/capture-reports` body.
@@ -136,6 +161,33 @@ impl CaptureReport {
                     crate::wire::quote_safely(t, 80)
                 ),
             ));
+        }
+        if let Some(p) = &self.paths {
+            for t in [&p.dom_at, &p.network_at, &p.unparsed_since]
+                .into_iter()
+                .flatten()
+            {
+                if !crate::wire::looks_like_rfc3339(t) {
+                    return Some((
+                        "bad_timestamp",
+                        format!(
+                            "paths: {:?} is not an RFC 3339 time",
+                            crate::wire::quote_safely(t, 80)
+                        ),
+                    ));
+                }
+            }
+            if let Some(c) = &p.unparsed
+                && !matches!(c.as_str(), "stream_unparsed" | "stream_too_large")
+            {
+                return Some((
+                    "bad_code",
+                    format!(
+                        "paths.unparsed {:?} is not stream_unparsed or stream_too_large",
+                        crate::wire::quote_safely(c, 40)
+                    ),
+                ));
+            }
         }
         if let Some(r) = &self.rule
             && (r.chars().count() > MAX_RULE_CHARS
@@ -178,6 +230,44 @@ pub struct SurfaceHealth {
     /// The earliest `stale_since` among the devices that report the surface stale (stored time form).
     #[serde(default)]
     pub stale_since: Option<String>,
+    /// Which capture paths work for the surface, from the devices' reports. Absent from older relays' bodies.
+    #[serde(default)]
+    pub paths: Option<PathsHealth>,
+}
+
+/// The capture paths of a surface as the relay knows them from its devices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PathsHealth {
+    /// `dom`, `network`, `both` or `none`: the paths that gave turns within [`PATH_WORKING_WITHIN_MS`] (the
+    /// network path not while its bodies fail to parse since).
+    pub working: String,
+    /// When the DOM path and the network path last gave turns (stored time form), across devices.
+    pub dom_at: Option<String>,
+    pub network_at: Option<String>,
+    /// Since when bodies from the surface's endpoints fail to parse, and the code (`stream_unparsed`,
+    /// `stream_too_large`); `null` when no device reports it.
+    pub unparsed_since: Option<String>,
+    pub unparsed: Option<String>,
+}
+
+/// Which paths work, at `now_ms`, from the newest times (ms) the paths gave turns and the newest unparsed report.
+pub fn working_paths(
+    dom_ms: Option<i64>,
+    network_ms: Option<i64>,
+    unparsed_ms: Option<i64>,
+    now_ms: i64,
+) -> &'static str {
+    let recent =
+        |t: Option<i64>| t.is_some_and(|t| now_ms.saturating_sub(t) <= PATH_WORKING_WITHIN_MS);
+    let dom = recent(dom_ms);
+    let network =
+        recent(network_ms) && unparsed_ms.is_none_or(|u| network_ms.is_some_and(|n| u < n));
+    match (dom, network) {
+        (true, true) => "both",
+        (true, false) => "dom",
+        (false, true) => "network",
+        (false, false) => "none",
+    }
 }
 
 /// `GET /v1/me/capture-health` body.
@@ -188,6 +278,7 @@ pub struct CaptureHealth {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -254,11 +345,33 @@ mod tests {
     }
 
     #[test]
+    fn working_paths_follow_recent_turns_and_unparsed_bodies() {
+        let now = 10 * PATH_WORKING_WITHIN_MS;
+        let ago = |m: i64| Some(now - m * MIN);
+        assert_eq!(working_paths(ago(1), ago(2), None, now), "both");
+        assert_eq!(working_paths(ago(1), None, None, now), "dom");
+        assert_eq!(working_paths(None, ago(1), None, now), "network");
+        assert_eq!(working_paths(None, None, None, now), "none");
+        // A body that failed after the last good one: the network path is not working.
+        assert_eq!(working_paths(ago(1), ago(5), ago(2), now), "dom");
+        // A good body after the failure: it works again.
+        assert_eq!(working_paths(ago(1), ago(1), ago(2), now), "both");
+        // Older than a day: not working.
+        assert_eq!(working_paths(ago(25 * 60), ago(1), None, now), "network");
+    }
+
+    #[test]
     fn reports_are_checked() {
         let ok = CaptureReport {
             surface: "browser-ext:grok".into(),
             stale_since: Some("2026-11-22T10:00:00Z".into()),
             rule: Some("message_roots[1]".into()),
+            paths: Some(PathReport {
+                dom_at: Some("2026-11-22T10:00:00Z".into()),
+                network_at: None,
+                unparsed_since: Some("2026-11-22T10:01:00Z".into()),
+                unparsed: Some("stream_unparsed".into()),
+            }),
         };
         assert_eq!(ok.problem(), None);
         let bad = |f: &dyn Fn(&mut CaptureReport)| {
@@ -277,6 +390,14 @@ mod tests {
             Some("bad_rule")
         );
         assert_eq!(bad(&|r| r.stale_since = None), None);
+        assert_eq!(
+            bad(&|r| r.paths.as_mut().unwrap().network_at = Some("now".into())),
+            Some("bad_timestamp")
+        );
+        assert_eq!(
+            bad(&|r| r.paths.as_mut().unwrap().unparsed = Some("anything".into())),
+            Some("bad_code")
+        );
         let body = r#"{"reports":[{"surface":"browser-ext:grok","stale_since":null,"extra":1}]}"#;
         assert!(
             serde_json::from_str::<CaptureReports>(body).is_err(),

@@ -1,5 +1,7 @@
-//! Wire format v1: what a client POSTs to `/v1/observations` and what the relay answers. `docs/wire-format.md`
-//! is the prose version of this file; keep the two in step.
+//! Wire format v2 (v1 plus the optional turn fields `path`, `parent_key`, `ordinal_source`; every v1 item is a
+//! valid v2 item): what a client POSTs to `/v1/observations` and what the relay answers. `docs/wire-format.md`
+//! is the prose version of this file; keep the two in step. How the relay decides which turn an item is:
+//! [`crate::identity`].
 //!
 //! **API boundary:** these types are the contract between the extension, importers, other relays and the relay.
 //! Adding an optional field is compatible; renaming or removing one is a new wire version.
@@ -93,6 +95,17 @@ pub struct Turn {
     pub occurred_at: Option<String>,
     /// RFC 3339 time the client captured the turn.
     pub captured_at: String,
+    /// Wire v2: how the client read the turn (`dom`, `network`, `export`, `harvest`); absent, it follows from
+    /// the surface (`identity::Path::of`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<crate::identity::Path>,
+    /// Wire v2: the site's id of the message this one answers or follows (its parent in the site's branch tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_key: Option<String>,
+    /// Wire v2: whether `ordinal` is the site's own numbering (`site`) or counted by the client (`counted`,
+    /// the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordinal_source: Option<crate::identity::OrdinalSource>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -323,6 +336,9 @@ pub fn validate(obs: &Observation) -> Result<(), Invalid> {
     if let Some(key) = &obs.turn.message_key {
         check_text("turn.message_key", key, MAX_FIELD_BYTES, true)?;
     }
+    if let Some(key) = &obs.turn.parent_key {
+        check_text("turn.parent_key", key, MAX_FIELD_BYTES, true)?;
+    }
     if is_blank(&obs.turn.content) {
         return Err(Invalid::Empty("turn.content"));
     }
@@ -398,6 +414,18 @@ pub fn looks_like_rfc3339(s: &str) -> bool {
         [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()),
         _ => false,
     }
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary.
+pub fn truncate_bytes(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
 }
 
 /// A value quoted back in an error: at most `max` characters, control and invisible format characters replaced
@@ -476,6 +504,9 @@ pub fn build_observation(
             message_key: message_key.map(str::to_owned),
             occurred_at: None,
             captured_at: captured_at.to_owned(),
+            path: None,
+            parent_key: None,
+            ordinal_source: None,
         },
         client,
     }
@@ -513,6 +544,26 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::unwrap_used)]
+    fn v2_turn_fields_parse_and_a_v1_item_means_what_it_meant() {
+        let mut v = valid();
+        v["turn"]["path"] = json!("network");
+        v["turn"]["parent_key"] = json!("p-1");
+        v["turn"]["ordinal_source"] = json!("site");
+        let obs = parse_observation(&v).unwrap();
+        assert_eq!(obs.turn.path, Some(crate::identity::Path::Network));
+        assert_eq!(obs.turn.parent_key.as_deref(), Some("p-1"));
+        assert_eq!(
+            obs.turn.ordinal_source,
+            Some(crate::identity::OrdinalSource::Site)
+        );
+        assert_eq!(parse_observation_json(&v.to_string()).unwrap(), obs);
+        let v1 = parse_observation(&valid()).unwrap();
+        assert_eq!(crate::identity::Path::of(&v1), crate::identity::Path::Dom);
+        assert!(!serde_json::to_string(&v1).unwrap().contains("path"));
+    }
+
+    #[test]
     fn each_rule_has_its_code() {
         type Mutation = Box<dyn Fn(&mut serde_json::Value)>;
         let cases: Vec<(&str, Mutation)> = vec![
@@ -526,6 +577,22 @@ mod tests {
                 Box::new(|v| v["turn"]["ordinal"] = json!("first")),
             ),
             ("malformed_item", Box::new(|v| v["extra"] = json!(1))),
+            (
+                "malformed_item",
+                Box::new(|v| v["turn"]["path"] = json!("screenshot")),
+            ),
+            (
+                "malformed_item",
+                Box::new(|v| v["turn"]["ordinal_source"] = json!("guess")),
+            ),
+            (
+                "empty_field",
+                Box::new(|v| v["turn"]["parent_key"] = json!("")),
+            ),
+            (
+                "too_large",
+                Box::new(|v| v["turn"]["parent_key"] = json!("p".repeat(MAX_FIELD_BYTES + 1))),
+            ),
             (
                 "invalid_surface",
                 Box::new(|v| v["source_surface"] = json!("chatgpt")),

@@ -28,6 +28,9 @@ struct RetrievalArgs {
     /// Also report the fusion variants that explain the choice of defaults (see BENCHMARKS.md).
     #[arg(long)]
     ablations: bool,
+    /// Only these methods (comma-separated names, `prefix*` for names starting so); skips the turn-alone copy.
+    #[arg(long)]
+    only: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -55,7 +58,12 @@ fn main() -> anyhow::Result<()> {
         } else {
             Vec::new()
         },
-        previous_turn: a.ablations,
+        previous_turn: a.ablations && a.only.is_none(),
+        only: a
+            .only
+            .as_deref()
+            .map(|o| o.split(',').map(str::to_owned).collect())
+            .unwrap_or_default(),
     })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -20,10 +20,11 @@ use personkit_testkit::Rng;
 use serde::Serialize;
 
 const DIM: usize = 384;
-const TOPICS: usize = 256;
+pub const TOPICS: usize = 256;
 const VOCAB: usize = 5000;
 
-fn word(i: usize) -> String {
+/// Word `i` of the synthetic vocabulary (a topic owns words `topic * 40 ..= topic * 40 + 39`).
+pub fn word(i: usize) -> String {
     const SYL: [&str; 16] = [
         "ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "ber", "dan", "gor", "hul", "jin", "pex",
         "quo", "zed",

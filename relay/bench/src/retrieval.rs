@@ -26,6 +26,8 @@ pub struct Method {
     pub fusion: Fusion,
     pub rrf_k: f64,
     pub depth: usize,
+    /// [`Query::context`]: share of a turn's score given to the turn after it.
+    pub context: f64,
 }
 
 /// The methods reported: the two single signals, plain RRF and the shipped hybrid defaults.
@@ -38,6 +40,7 @@ pub fn methods() -> Vec<Method> {
             fusion: Fusion::Rrf,
             rrf_k: 60.0,
             depth: 100,
+            context: 0.0,
         },
         Method {
             name: "vector",
@@ -45,6 +48,7 @@ pub fn methods() -> Vec<Method> {
             fusion: Fusion::Rrf,
             rrf_k: 60.0,
             depth: 100,
+            context: 0.0,
         },
         Method {
             name: "rrf-plain",
@@ -52,6 +56,7 @@ pub fn methods() -> Vec<Method> {
             fusion: Fusion::Rrf,
             rrf_k: 60.0,
             depth: 100,
+            context: 0.0,
         },
         Method {
             name: "hybrid",
@@ -59,6 +64,7 @@ pub fn methods() -> Vec<Method> {
             fusion: d.fusion,
             rrf_k: d.rrf_k,
             depth: d.depth,
+            context: d.context,
         },
     ]
 }
@@ -82,8 +88,22 @@ pub fn ablations() -> Vec<Method> {
         fusion: d.fusion,
         rrf_k: d.rrf_k,
         depth,
+        context: d.context,
+    };
+    let next = |name: &'static str, weights: Weights, context: f64| Method {
+        name,
+        weights,
+        fusion: d.fusion,
+        rrf_k: d.rrf_k,
+        depth: d.depth,
+        context,
     };
     vec![
+        next("fts + next turn 0.3", Weights::FTS_ONLY, 0.3),
+        next("hybrid + next turn 0.1", d.weights, 0.1),
+        next("hybrid + next turn 0.2", d.weights, 0.2),
+        next("hybrid + next turn 0.3", d.weights, 0.3),
+        next("hybrid + next turn 0.5", d.weights, 0.5),
         convex("hybrid fts 0.8 : vec 0.2", 0.8, 0.2, d.depth),
         convex("hybrid fts 0.6 : vec 0.4", 0.6, 0.4, d.depth),
         convex("hybrid fts 0.5 : vec 0.5", 0.5, 0.5, d.depth),
@@ -95,6 +115,7 @@ pub fn ablations() -> Vec<Method> {
             fusion: Fusion::Rrf,
             rrf_k: 60.0,
             depth: 10,
+            context: 0.0,
         },
         Method {
             name: "rrf depth 20",
@@ -102,6 +123,7 @@ pub fn ablations() -> Vec<Method> {
             fusion: Fusion::Rrf,
             rrf_k: 60.0,
             depth: 20,
+            context: 0.0,
         },
         Method {
             name: "rrf depth 30",
@@ -109,6 +131,7 @@ pub fn ablations() -> Vec<Method> {
             fusion: Fusion::Rrf,
             rrf_k: 60.0,
             depth: 30,
+            context: 0.0,
         },
         Method {
             name: "rrf k=10",
@@ -116,6 +139,7 @@ pub fn ablations() -> Vec<Method> {
             fusion: Fusion::Rrf,
             rrf_k: 10.0,
             depth: 100,
+            context: 0.0,
         },
         Method {
             name: "rrf fts 2 : vec 1",
@@ -123,6 +147,7 @@ pub fn ablations() -> Vec<Method> {
             fusion: Fusion::Rrf,
             rrf_k: 60.0,
             depth: 100,
+            context: 0.0,
         },
         Method {
             name: "rrf fts 2 : vec 1, depth 20",
@@ -130,6 +155,7 @@ pub fn ablations() -> Vec<Method> {
             fusion: Fusion::Rrf,
             rrf_k: 60.0,
             depth: 20,
+            context: 0.0,
         },
         Method {
             name: "rrf fts 1.5 : vec 1, depth 20",
@@ -137,6 +163,7 @@ pub fn ablations() -> Vec<Method> {
             fusion: Fusion::Rrf,
             rrf_k: 60.0,
             depth: 20,
+            context: 0.0,
         },
     ]
 }
@@ -224,6 +251,8 @@ pub struct RetrievalOpts {
     pub extra: Vec<Method>,
     /// Also measure vectors computed from each turn alone, without the turn before it (on a copy of the corpus).
     pub previous_turn: bool,
+    /// Only the methods with one of these names (`prefix*`: names starting so; empty: all).
+    pub only: Vec<String>,
 }
 
 /// Runs the benchmark.
@@ -280,6 +309,14 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
     all.extend(opts.extra.iter().cloned());
     if embedder.is_none() {
         all.retain(|m| m.weights.vector == 0.0);
+    }
+    if !opts.only.is_empty() {
+        all.retain(|m| {
+            opts.only.iter().any(|o| match o.strip_suffix('*') {
+                Some(prefix) => m.name.starts_with(prefix),
+                None => m.name == o,
+            })
+        });
     }
     let (mut results, questions, skipped) = evaluate(&conn, embedder.as_deref(), &convs, &all)?;
     if let (Some(mut ctx), Some(e)) = (ctx, &embedder) {
@@ -403,6 +440,7 @@ pub fn evaluate(
                 q.fusion = m.fusion;
                 q.rrf_k = m.rrf_k;
                 q.depth = m.depth;
+                q.context = m.context;
                 let t = Instant::now();
                 let r = personkit_search::query(conn, &indexes, embedder, &q)?;
                 times[mi].push(t.elapsed().as_secs_f64() * 1000.0);

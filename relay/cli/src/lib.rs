@@ -30,7 +30,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the relay server (prints the address and, when nothing is paired yet, a pairing code).
     Serve(cmd::serve::ServeArgs),
-    /// Print a one-time pairing code (valid 10 minutes) for a new device.
+    /// Print a one-time pairing code (valid 10 minutes) for a new device, or with --sync for another relay.
     Pair(cmd::devices::PairArgs),
     /// List or revoke paired devices and agent tokens.
     #[command(subcommand)]
@@ -48,6 +48,19 @@ pub enum Command {
     Model(ModelCommand),
     /// Print (and open in the browser) a one-time link that signs in to your library, the relay's dashboard.
     Open(cmd::open::OpenArgs),
+    /// Export threads as Markdown (Obsidian-ready) or JSON files into a folder; a rerun updates it.
+    Export(cmd::archive::ExportArgs),
+    /// Forget turns for good (a thread, a surface, a time range): shows the counts and asks first.
+    Forget(cmd::archive::ForgetArgs),
+    /// Sync with other relays of yours: add a peer (with a code of `personkit pair --sync` there), list, revoke,
+    /// or run a round now. `serve` syncs on its own, on new data and every few seconds.
+    #[command(subcommand)]
+    Sync(cmd::sync::SyncCommand),
+    /// Import an official export (ChatGPT, Claude, Grok, DeepSeek, Gemini Takeout: zip, folder or JSON file) into the corpus.
+    Import(cmd::import::ImportArgs),
+    /// Read the transcripts of local AI tools (Claude Code, Codex CLI, Gemini CLI, Aider, Continue), each
+    /// opt-in: `harvest list`, `harvest enable <name>`, `harvest --once`.
+    Harvest(cmd::harvest::HarvestArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -99,7 +112,7 @@ pub fn init_tracing(default_level: &str) {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    use cmd::{corpus, devices, mcp, model, open, serve};
+    use cmd::{archive, corpus, devices, mcp, model, open, serve};
     match cli.command {
         Command::Serve(a) => serve::run(a),
         Command::Pair(a) => devices::pair(a),
@@ -116,6 +129,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Corpus(CorpusCommand::Embed(a)) => corpus::run_embed(&a.db, &a.args),
         Command::Model(ModelCommand::Fetch(a)) => model::run_model_fetch(&a),
         Command::Open(a) => open::run(a),
+        Command::Export(a) => archive::export(a),
+        Command::Forget(a) => archive::forget(a),
+        Command::Import(a) => cmd::import::run(a),
+        Command::Sync(c) => cmd::sync::run(c),
+        Command::Harvest(a) => cmd::harvest::run(a),
+        Command::Corpus(CorpusCommand::Snapshot(a)) => archive::snapshot(a),
+        Command::Corpus(CorpusCommand::Restore(a)) => archive::restore(a),
     }
 }
 

@@ -85,6 +85,7 @@ fn why(s: Signal) -> &'static str {
         Signal::Vector => "meaning",
         Signal::Entity => "entity",
         Signal::Recency => "recent",
+        Signal::Context => "after a match",
     }
 }
 

@@ -14,6 +14,8 @@ pub enum Signal {
     Vector,
     Entity,
     Recency,
+    /// Not a list of its own: the turn right before this one in its thread matched ([`crate::Query::context`]).
+    Context,
 }
 
 impl Signal {
@@ -23,6 +25,7 @@ impl Signal {
             Signal::Vector => "vector",
             Signal::Entity => "entity",
             Signal::Recency => "recency",
+            Signal::Context => "context",
         }
     }
 }

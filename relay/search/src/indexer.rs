@@ -191,7 +191,7 @@ fn store_batch(
     }
     let keyed: Vec<(i64, String)> = rows.iter().map(|(pk, _)| *pk).zip(hashes).collect();
     let now = personkit_store::clock::fmt_time(clock.now());
-    vectors::write_batch(conn, kind, model, &fresh, &keyed, &known, &now)?;
+    vectors::write_batch_live(conn, kind, model, &fresh, &keyed, &known, &now)?;
     Ok(texts.len() as u64)
 }
 

@@ -117,6 +117,9 @@ pub struct Query {
     pub rrf_k: f64,
     /// Candidates taken from each signal.
     pub depth: usize,
+    /// Share of a message's fused score that the message right after it in its thread gains (0: off). In a
+    /// conversation the turn that matches the words is often the question, and the one after it the answer.
+    pub context: f64,
 }
 
 impl Query {
@@ -135,9 +138,13 @@ impl Query {
             fusion: Fusion::Convex,
             rrf_k: 60.0,
             depth: 100,
+            context: CONTEXT,
         }
     }
 }
+
+/// The shipped [`Query::context`] (BENCHMARKS.md, "Retrieval").
+pub const CONTEXT: f64 = 0.0;
 
 /// Parses a time bound: RFC 3339, a date `YYYY-MM-DD`, or a span back from `now` (`7d`, `12h`); says what is
 /// accepted when it is none of them or out of range.
@@ -566,6 +573,11 @@ pub fn query<R: SearchReader + ?Sized>(
         Fusion::Rrf => fusion::rrf(&lists, q.rrf_k),
         Fusion::Convex => fusion::convex(&lists),
     };
+    let fused = if q.context > 0.0 {
+        with_context(&mut ctx, fused)?
+    } else {
+        fused
+    };
     let mut hits = Vec::new();
     for f in fused.into_iter().take(q.k) {
         let Some(m) = ctx.load(f.key)? else { continue };
@@ -584,6 +596,55 @@ pub fn query<R: SearchReader + ?Sized>(
         signals_used,
         hits,
     })
+}
+
+/// The message right after each of the best fused messages gains [`Query::context`] × that message's score (and
+/// joins the results if it was not among them and passes the filters); the list is sorted again. Only the first
+/// `max(5k, 50)` fused results pass score on, so a query costs at most that many look-ups.
+fn with_context<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    mut fused: Vec<fusion::Fused<Key>>,
+) -> Result<Vec<fusion::Fused<Key>>, SearchError> {
+    let share = ctx.q.context;
+    let givers = fused.len().min((ctx.q.k * 5).max(50));
+    let mut gains = Vec::new();
+    for (i, f) in fused.iter().take(givers).enumerate() {
+        if kind_of(f.key) != Kind::Message {
+            continue;
+        }
+        if let Some(next) = ctx.reader.next_in_thread(f.key.1)? {
+            let via = fusion::SignalRank {
+                rank: i + 1,
+                score: f.score,
+            };
+            gains.push((key(Kind::Message, next), share * f.score, via));
+        }
+    }
+    let mut at: HashMap<Key, usize> = fused.iter().enumerate().map(|(i, f)| (f.key, i)).collect();
+    for (k, gain, via) in gains {
+        match at.get(&k) {
+            Some(&i) => {
+                let f = &mut fused[i];
+                f.score += gain;
+                if !f.via.iter().any(|(s, _)| *s == Signal::Context) {
+                    f.via.push((Signal::Context, via));
+                }
+            }
+            None => {
+                if !ctx.passes(k)? {
+                    continue;
+                }
+                at.insert(k, fused.len());
+                fused.push(fusion::Fused {
+                    key: k,
+                    score: gain,
+                    via: vec![(Signal::Context, via)],
+                });
+            }
+        }
+    }
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
+    Ok(fused)
 }
 
 fn recent_rows<R: SearchReader + ?Sized>(ctx: &mut Ctx<'_, R>) -> Result<Vec<Key>, SearchError> {

@@ -572,3 +572,113 @@ fn previous_turn_goes_into_the_vector_text() {
         );
     }
 }
+
+/// The previous turn is found by the thread's order, not by comparing slot names as text (`o:10` sorts before
+/// `o:9`): in a thread of twelve turns the eleventh follows the tenth.
+#[test]
+fn previous_turn_follows_the_thread_order_past_ten_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
+    let client = ClientInfo {
+        app_version: "test".into(),
+        device_id: "test-device".into(),
+    };
+    let obs: Vec<_> = (0..12u32)
+        .map(|i| {
+            build_observation(
+                "browser-ext:chatgpt",
+                "long",
+                if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                &format!("turn number {i}"),
+                Some(i),
+                None,
+                "2026-05-01T10:00:00Z",
+                client.clone(),
+            )
+        })
+        .collect();
+    let origin = Origin {
+        device_id: "test-device".into(),
+    };
+    ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+    let e = Recording {
+        context: true,
+        ..Recording::default()
+    };
+    embed_all(&mut conn, &e);
+    let texts = e.texts.lock().unwrap().clone();
+    for i in 1..12 {
+        let want = format!("turn number {i}\n\n(after: turn number {})", i - 1);
+        assert!(texts.contains(&want), "{want:?} in {texts:#?}");
+    }
+    assert!(texts.contains(&"turn number 0".to_owned()));
+}
+
+/// With `context`, the turn right after a match joins the results (the answer to a matching question), marked as
+/// found through its context, below the match itself; without it, only the match.
+#[test]
+fn the_turn_after_a_match_gains_its_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
+    let client = ClientInfo {
+        app_version: "test".into(),
+        device_id: "test-device".into(),
+    };
+    let o = |conv: &str, role: Role, text: &str, ordinal: u32| {
+        build_observation(
+            "browser-ext:claude",
+            conv,
+            role,
+            text,
+            Some(ordinal),
+            None,
+            "2026-05-01T10:00:00Z",
+            client.clone(),
+        )
+    };
+    let obs = vec![
+        o("a", Role::User, "How do I bake sourdough bread?", 0),
+        o(
+            "a",
+            Role::Assistant,
+            "Use a very hot oven and a lidded pot.",
+            1,
+        ),
+        o("a", Role::User, "Thanks!", 2),
+        o("b", Role::User, "Best hiking boots?", 0),
+    ];
+    let origin = Origin {
+        device_id: "test-device".into(),
+    };
+    ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+    let run = |context: f64| {
+        let mut q = Query::new("sourdough bread");
+        q.weights = search::Weights::FTS_ONLY;
+        q.context = context;
+        search::query(&conn, &Indexes::new(), None, &q).unwrap()
+    };
+    let without = run(0.0);
+    assert_eq!(without.hits.len(), 1);
+    let with = run(0.3);
+    let contents: Vec<_> = with.hits.iter().map(|h| h.row.content.as_str()).collect();
+    assert_eq!(
+        contents,
+        [
+            "How do I bake sourdough bread?",
+            "Use a very hot oven and a lidded pot."
+        ]
+    );
+    assert_eq!(with.hits[1].matched_via, vec![Signal::Context]);
+    assert!((with.hits[1].score - 0.3 * with.hits[0].score).abs() < 1e-9);
+    // A filter applies to what context brings in too.
+    let mut q = Query::new("sourdough bread");
+    q.weights = search::Weights::FTS_ONLY;
+    q.context = 0.3;
+    q.role = Some("user".into());
+    let r = search::query(&conn, &Indexes::new(), None, &q).unwrap();
+    assert_eq!(r.hits.len(), 1, "{:?}", r.hits);
+}

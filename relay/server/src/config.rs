@@ -33,6 +33,9 @@ pub struct ApiConfig {
     /// `127.0.0.1` and `[::1]`: the relay's public name when it runs behind a proxy. Anything else is refused
     /// (421), so a web page that rebinds its own name to this machine cannot reach the relay.
     pub allowed_hosts: Vec<String>,
+    /// The address people and clients reach the relay by when it runs behind a proxy (`--public-url`, e.g.
+    /// `https://relay.example.com/personkit`, no trailing slash): sign-in links are made with it.
+    pub public_url: Option<String>,
 }
 
 /// The host part of a `Host` header value (no port), lowercased; `None` when it is empty or malformed.
@@ -53,6 +56,15 @@ pub fn host_name(value: &str) -> Option<String> {
 }
 
 impl ApiConfig {
+    /// The base of links people open (no trailing slash): the public URL when one is configured, else the
+    /// address the request came to (`Host`, plain http: without a public URL the relay is reached directly).
+    pub fn link_base(&self, host: Option<&str>) -> String {
+        match &self.public_url {
+            Some(u) => u.trim_end_matches('/').to_owned(),
+            None => format!("http://{}", host.unwrap_or("127.0.0.1")),
+        }
+    }
+
     /// True when a request addressed to `host` (a `Host` header value) may be answered.
     pub fn host_allowed(&self, host: &str) -> bool {
         let Some(name) = host_name(host) else {
@@ -75,6 +87,7 @@ impl Default for ApiConfig {
             rate_burst: DEFAULT_RATE_BURST,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             allowed_hosts: Vec::new(),
+            public_url: None,
         }
     }
 }

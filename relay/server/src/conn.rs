@@ -70,11 +70,14 @@ pub fn fit_to_open_file_limit(wanted: usize) -> usize {
     wanted.min(fits)
 }
 
-/// Accepts and serves connections until `shutdown` completes, then lets the open ones finish their requests.
+/// Accepts and serves connections until `shutdown` completes, then lets the open ones finish their requests. With
+/// `tls`, every connection is TLS: the handshake has the same deadline as a request's headers, and a client that
+/// fails it is dropped without an answer.
 pub async fn serve_connections(
     listener: TcpListener,
     router: Router,
     limits: ConnLimits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -101,24 +104,42 @@ pub async fn serve_connections(
         };
         let _ = stream.set_nodelay(true);
         let Ok(permit) = slots.clone().try_acquire_owned() else {
-            refuse_busy(&stream);
-            // Dropping the stream closes it now: a refused client never holds a descriptor.
+            if tls.is_none() {
+                refuse_busy(&stream);
+            }
+            // Dropping the stream closes it now: a refused client never holds a descriptor. (Over TLS a plain
+            // answer would not be understood: the client sees the connection closed and retries.)
             continue;
         };
-        let conn = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout.min(MAX_HEADER_TIMEOUT))
-            .max_header_size(limits.max_header_bytes)
-            .keep_alive(true)
-            .serve_connection(
-                TokioIo::new(ShapedErrors::new(stream)),
-                TowerToHyperService::new(router.clone()),
-            );
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            let _ = conn.await;
-            drop(permit);
-        });
+        let service = TowerToHyperService::new(router.clone());
+        let watcher = graceful.watcher();
+        match tls.clone() {
+            None => {
+                let conn = watcher.watch(http1_connection(stream, service, limits));
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                    drop(permit);
+                });
+            }
+            Some(acceptor) => {
+                tokio::spawn(async move {
+                    let deadline = limits.header_timeout.min(MAX_HEADER_TIMEOUT);
+                    let stream = match tokio::time::timeout(deadline, acceptor.accept(stream)).await
+                    {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
+                    };
+                    let _ = watcher
+                        .watch(http1_connection(stream, service, limits))
+                        .await;
+                    drop(permit);
+                });
+            }
+        }
     }
     drop(listener);
     // Requests in flight finish; idle connections close.
@@ -128,6 +149,23 @@ pub async fn serve_connections(
             tracing::warn!("connections still open 10 s after shutdown; closing them");
         }
     }
+}
+
+/// One HTTP/1.1 connection over `io` (a TCP or TLS stream) with the header deadline and size cap.
+fn http1_connection<S>(
+    io: S,
+    service: TowerToHyperService<Router>,
+    limits: ConnLimits,
+) -> http1::Connection<TokioIo<ShapedErrors<S>>, TowerToHyperService<Router>>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout.min(MAX_HEADER_TIMEOUT))
+        .max_header_size(limits.max_header_bytes)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(ShapedErrors::new(io)), service)
 }
 
 /// A full response with the error shape, for a connection over the cap: written without waiting (a fresh

@@ -51,3 +51,152 @@ pub fn start(state: &AppState) -> Option<Worker> {
         Duration::from_secs(1),
     ))
 }
+
+/// The sync job of `serve` (docs/sync.md): one round with every peer this relay calls — pull its new pages, push
+/// this relay's — each `interval`, and at once when ingest or a pushed page added something. Rounds run one at a
+/// time on their own connection; a failing peer is recorded (`personkit sync list`) and retried next round.
+pub fn start_sync(state: &AppState, interval: Duration) -> tokio::task::JoinHandle<()> {
+    let path = state.db.path().to_path_buf();
+    let notify = state.sync_notify.clone();
+    let clock = state.clock.clone();
+    tokio::spawn(async move {
+        let mut conn: Option<personkit_store::Connection> = None;
+        loop {
+            tokio::select! {
+                () = notify.notified() => {}
+                () = tokio::time::sleep(interval) => {}
+            }
+            let (path, clock) = (path.clone(), clock.clone());
+            let taken = conn.take();
+            let round = tokio::task::spawn_blocking(move || {
+                let mut c = match taken {
+                    Some(c) => c,
+                    None => match personkit_store::db::open(&path) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "sync: cannot open the corpus");
+                            return None;
+                        }
+                    },
+                };
+                match personkit_sync::sync_all(&mut c, &|| clock.now(), &mut |_, _| {}) {
+                    Ok(reports) => {
+                        for r in reports {
+                            match r {
+                                Ok(r) if r.pulled.stored + r.pushed.stored > 0 => tracing::info!(
+                                    peer = %r.peer_id,
+                                    pulled = r.pulled.stored,
+                                    pushed = r.pushed.stored,
+                                    "sync round"
+                                ),
+                                Ok(_) => {}
+                                Err(e) => tracing::warn!(code = %e.code, error = %e.message, "sync round failed"),
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(code = %e.code, error = %e.message, "sync: cannot list peers"),
+                }
+                Some(c)
+            })
+            .await;
+            conn = round.ok().flatten();
+        }
+    })
+}
+
+/// What `serve`'s harvest job reads (`personkit_import::harvest`): the home folder the sources' default paths
+/// are under, how often, and the user's redaction patterns. Which sources run is read from the corpus at each
+/// pass, so `personkit harvest enable` takes effect without a restart.
+#[derive(Debug, Clone)]
+pub struct HarvestSchedule {
+    pub every: Duration,
+    pub home: std::path::PathBuf,
+    pub patterns: Vec<String>,
+}
+
+/// The running harvest job; [`HarvestJob::stop`] ends it between passes (a pass in progress finishes first).
+#[derive(Debug)]
+pub struct HarvestJob {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl HarvestJob {
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Starts the harvest job: a pass right away, then one every `schedule.every`, each on its own connection
+/// (short transactions beside ingest). Logs counts and problems (file and line), never content.
+pub fn start_harvest(
+    db_path: &Path,
+    schedule: HarvestSchedule,
+    clock: personkit_store::clock::Clock,
+) -> std::io::Result<HarvestJob> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let path = db_path.to_path_buf();
+    let thread = std::thread::Builder::new()
+        .name("harvest".into())
+        .spawn(move || {
+            loop {
+                harvest_pass(&path, &schedule, &clock);
+                match rx.recv_timeout(schedule.every) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+            }
+        })?;
+    Ok(HarvestJob { stop: tx, thread })
+}
+
+fn harvest_pass(path: &Path, schedule: &HarvestSchedule, clock: &personkit_store::clock::Clock) {
+    use personkit_import::harvest;
+    let mut conn = match personkit_store::db::open(path) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "harvest: cannot open the corpus");
+            return;
+        }
+    };
+    let mut config = harvest::Config::new(schedule.home.clone());
+    let sources = match config.load(&conn) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "harvest: cannot read its settings");
+            return;
+        }
+    };
+    if sources.is_empty() {
+        return;
+    }
+    let opts = personkit_import::Options {
+        patterns: schedule.patterns.clone(),
+        ..personkit_import::Options::default()
+    };
+    match harvest::run(
+        &mut conn,
+        &config,
+        &sources,
+        &opts,
+        clock.now(),
+        &mut |_| {},
+    ) {
+        Ok(report) => {
+            for s in &report.sources {
+                tracing::info!(
+                    source = %s.source, files = s.files, files_read = s.files_read, stored = s.stored,
+                    duplicate = s.duplicate, rejected = s.rejected, problems = s.problems.len(),
+                    "harvest pass"
+                );
+                for p in &s.problems {
+                    tracing::warn!(source = %s.source, problem = %p, "harvest");
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "harvest pass failed; it runs again at the next interval")
+        }
+    }
+}

@@ -17,7 +17,7 @@ pub mod state;
 
 pub use error::AppError;
 pub use routes::{app, is_extension_origin};
-pub use serve::{ServeConfig, serve};
+pub use serve::{ServeConfig, TlsFiles, serve, tls_acceptor};
 pub use state::{AppState, AuthedDevice};
 
 #[cfg(test)]

@@ -26,10 +26,68 @@ pub struct ServeConfig {
     pub allow_remote: bool,
     pub api: ApiConfig,
     pub conn: ConnLimits,
+    /// Serve HTTPS with this certificate chain and key (PEM files) instead of plain HTTP.
+    pub tls: Option<TlsFiles>,
+    /// How often the sync job runs a round with the peers this relay calls (it also runs on new data).
+    pub sync_interval: std::time::Duration,
+    /// Harvest the enabled local AI-tool sources on this schedule (`None`: never).
+    pub harvest: Option<jobs::HarvestSchedule>,
 }
 
-/// Resolve `HOST:PORT` and check the loopback rule: a non-loopback address needs `allow_remote`.
-pub async fn resolve_addr(addr: &str, allow_remote: bool) -> anyhow::Result<SocketAddr> {
+/// The PEM files of `serve --tls-cert/--tls-key`.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first (e.g. Let's Encrypt's `fullchain.pem`).
+    pub cert: PathBuf,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// The TLS acceptor of `files`: TLS 1.2 and 1.3 (rustls' safe defaults, ring), HTTP/1.1 by ALPN, no client
+/// certificates. Errors name the file and what to do.
+pub fn tls_acceptor(files: &TlsFiles) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(&files.cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read the certificate chain {}: {e}; give a PEM file (e.g. fullchain.pem)",
+                files.cert.display()
+            )
+        })?;
+    if certs.is_empty() {
+        bail!(
+            "{} holds no certificate; give a PEM file with the chain, leaf first (e.g. fullchain.pem)",
+            files.cert.display()
+        );
+    }
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read the private key {}: {e}; give the PEM key that matches the certificate (e.g. privkey.pem)",
+            files.key.display()
+        )
+    })?;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .with_context(|| {
+            format!(
+                "the key {} does not fit the certificate {}",
+                files.key.display(),
+                files.cert.display()
+            )
+        })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
+}
+
+/// Resolve `HOST:PORT` and check the loopback rule: a non-loopback address needs TLS (`tls`) or `allow_remote`
+/// (a TLS proxy in front).
+pub async fn resolve_addr(addr: &str, allow_remote: bool, tls: bool) -> anyhow::Result<SocketAddr> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr)
         .await
         .with_context(|| {
@@ -39,11 +97,12 @@ pub async fn resolve_addr(addr: &str, allow_remote: bool) -> anyhow::Result<Sock
     let first = *addrs
         .first()
         .with_context(|| format!("--addr {addr:?} resolves to no address"))?;
-    if !first.ip().is_loopback() {
+    if !first.ip().is_loopback() && !tls {
         if !allow_remote {
             bail!(
                 "refusing to listen on {first}: it is not a loopback address, and device tokens would cross the \
-                 network in clear text. Use 127.0.0.1, or pass --allow-remote behind a TLS proxy"
+                 network in clear text. Use 127.0.0.1, serve TLS yourself (--tls-cert/--tls-key), or pass \
+                 --allow-remote behind a TLS proxy"
             );
         }
         eprintln!(
@@ -53,10 +112,12 @@ pub async fn resolve_addr(addr: &str, allow_remote: bool) -> anyhow::Result<Sock
     Ok(first)
 }
 
-/// Serve until a shutdown signal. Prints `personkit: listening on http://<addr>` and, when no device is paired,
+/// Serve until a shutdown signal. Prints `personkit: listening on http(s)://<addr>` and, when no device is paired,
 /// `personkit: pairing code <CODE> (valid until <time>)`.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
-    let addr = resolve_addr(&config.addr, config.allow_remote).await?;
+    let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let addr = resolve_addr(&config.addr, config.allow_remote, tls.is_some()).await?;
     ignore_file_size_signal();
     let limits = ConnLimits {
         max_connections: fit_to_open_file_limit(config.conn.max_connections),
@@ -77,16 +138,30 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         tokio::task::spawn_blocking(move || jobs::configured_embedder(&embed_path)).await?;
     let state = AppState::new(db, config.api.clone(), clock.clone()).with_embedder(embedder);
     let embed_worker = jobs::start(&state);
+    let sync_job = jobs::start_sync(&state, config.sync_interval);
+    let harvest_job = match config.harvest.clone() {
+        Some(h) => Some(
+            jobs::start_harvest(&config.db_path, h, clock.clone())
+                .context("cannot start the harvest job")?,
+        ),
+        None => None,
+    };
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot listen on {addr}; is another relay running? try --addr 127.0.0.1:0")
     })?;
     let local = listener.local_addr()?;
-    if let Err(e) = lock.record(&format!("http://{local}")) {
+    // What `personkit open` makes its sign-in link with: the public URL behind a proxy, else this address.
+    let reach = config
+        .api
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("{scheme}://{local}"));
+    if let Err(e) = lock.record(&reach) {
         tracing::warn!(error = %e, "cannot record this relay in the corpus lock file");
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "personkit: {search_line}")?;
-    writeln!(out, "personkit: listening on http://{local}")?;
+    writeln!(out, "personkit: listening on {scheme}://{local}")?;
     let now = clock.now();
     let code = state
         .db
@@ -109,9 +184,13 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     out.flush()?;
     drop(out);
     tracing::info!(%local, db = %config.db_path.display(), "relay started");
-    serve_connections(listener, app(state), limits, shutdown_signal()).await;
+    serve_connections(listener, app(state), limits, tls, shutdown_signal()).await;
+    sync_job.abort();
     if let Some(w) = embed_worker {
         tokio::task::spawn_blocking(move || w.stop()).await?;
+    }
+    if let Some(h) = harvest_job {
+        tokio::task::spawn_blocking(move || h.stop()).await?;
     }
     tracing::info!("relay stopped");
     Ok(())

@@ -28,6 +28,8 @@ pub struct AppState {
     pub indexes: Indexes,
     pub(crate) limiter: Arc<RateLimiter>,
     pub(crate) pair_limiter: Arc<RateLimiter>,
+    /// Told after a commit that added turns, so the sync job runs at once instead of at its next tick.
+    pub sync_notify: Arc<tokio::sync::Notify>,
     /// Open dashboard sessions (in memory: a restart signs everyone out).
     pub(crate) sessions: Arc<crate::dashboard::Sessions>,
 }
@@ -40,6 +42,7 @@ impl AppState {
             limiter: Arc::new(RateLimiter::new(config.rate_limit, config.rate_burst)),
             pair_limiter: Arc::new(RateLimiter::new(PAIR_RATE, PAIR_BURST)),
             sessions: Arc::default(),
+            sync_notify: Arc::default(),
             config: Arc::new(config),
             embedder: None,
             indexes: Indexes::new(),

@@ -35,7 +35,7 @@ pub(crate) struct Reply {
     pub(crate) body: Value,
 }
 
-fn harness_with(config: ApiConfig) -> Harness {
+pub(crate) fn harness_with(config: ApiConfig) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(&dir.path().join("corpus.db")).unwrap();
     let state = AppState::new(db, config, Clock::manual(T0));

@@ -514,18 +514,28 @@ async fn hostile_titles_and_content_are_shown_as_text() {
     )
     .await;
     assert_eq!(md.status, StatusCode::OK);
+    // The file `personkit export` writes: its file name (no path or markup characters) and its headings.
+    let disposition = md
+        .headers
+        .get(header::CONTENT_DISPOSITION)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let name = disposition
+        .strip_prefix("attachment; filename=\"")
+        .and_then(|r| r.split_once('"'))
+        .map(|(n, _)| n.to_owned())
+        .unwrap_or_default();
     assert!(
-        md.headers
-            .get(header::CONTENT_DISPOSITION)
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .starts_with("attachment; filename=\"script-alert-title-script-postgres-")
+        name.contains("Postgres") && name.ends_with(".md") && !name.contains(['<', '>', '/', '\\']),
+        "{disposition}"
     );
+    assert!(disposition.contains("filename*=UTF-8''"), "{disposition}");
+    let body = text(&md);
     assert!(
-        text(&md).contains("## assistant · 2026-11-22 09:02 UTC"),
-        "{}",
-        text(&md)
+        body.starts_with("---\n") && body.contains("· Assistant · 2026-11-22"),
+        "{body}"
     );
 }
 
@@ -597,4 +607,196 @@ async fn overview_shows_lights_counts_and_search_says_why() {
     let unknown = get_with(&h, "/threads?bogus=1", &[("cookie", &cookie)]).await;
     assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
     let _: Value = json!(null);
+}
+
+// ----------------------------------------------------------------------------------------------------------------
+// Links to the current conversation, public URLs, completeness
+
+#[tokio::test]
+async fn a_conversation_url_finds_its_thread_and_a_link_lands_on_it() {
+    let (h, token) = filled().await;
+    let a = personkit_shared::ids::thread_id(crate::tests::CHATGPT, "a")
+        .hyphenated()
+        .to_string();
+    let r = h
+        .get(
+            "/v1/threads/by-url?url=https%3A%2F%2Fchatgpt.com%2Fc%2Fa",
+            Some(&token),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["thread"]["id"], json!(a));
+    assert_eq!(r.body["thread"]["completeness"]["state"], "complete");
+    let none = h
+        .get(
+            "/v1/threads/by-url?url=https%3A%2F%2Fchatgpt.com%2Fc%2Fnever",
+            Some(&token),
+        )
+        .await;
+    assert_eq!(
+        (none.status, none.body["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+    let elsewhere = h
+        .get(
+            "/v1/threads/by-url?url=https%3A%2F%2Fexample.com%2Fc%2Fa",
+            Some(&token),
+        )
+        .await;
+    assert_eq!(
+        elsewhere.body["code"], "not_a_conversation",
+        "{}",
+        elsewhere.body
+    );
+    let missing = h.get("/v1/threads/by-url", Some(&token)).await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST);
+
+    // A link for the thread lands on it after sign-in; a `next` elsewhere is ignored.
+    let r = h
+        .post(
+            "/v1/me/dashboard-link",
+            Some(&token),
+            json!({"thread": &a[..8]}).to_string(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let url = r.body["url"].as_str().unwrap();
+    assert!(url.ends_with(&format!("&next=threads/{a}")), "{url}");
+    let s = get_with(&h, &url["http://127.0.0.1:8787".len()..], &[]).await;
+    assert!(
+        text(&s).contains(&format!("url=./threads/{a}")),
+        "{}",
+        text(&s)
+    );
+    let evil = format!("/signin?t={}&next=https://evil.example/", link(&h));
+    let s = get_with(&h, &evil, &[]).await;
+    assert_eq!(s.status, StatusCode::OK);
+    assert!(
+        text(&s).contains("url=./\"") && !text(&s).contains("evil"),
+        "{}",
+        text(&s)
+    );
+    let unknown = h
+        .post(
+            "/v1/me/dashboard-link",
+            Some(&token),
+            r#"{"thread": "ffffffff-0000"}"#,
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    let bad = h
+        .post(
+            "/v1/me/dashboard-link",
+            Some(&token),
+            r#"{"thread": 1, "x": 2}"#,
+        )
+        .await;
+    assert_eq!(
+        (bad.status, bad.body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+}
+
+#[tokio::test]
+async fn links_use_the_public_url_behind_a_proxy() {
+    let h = crate::tests::harness_with(crate::config::ApiConfig {
+        rate_limit: 0.0,
+        allowed_hosts: vec!["relay.example.com".into()],
+        public_url: Some("https://relay.example.com/personkit".into()),
+        ..crate::config::ApiConfig::default()
+    });
+    let token = h.pair().await;
+    let r = h.post("/v1/me/dashboard-link", Some(&token), "").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let url = r.body["url"].as_str().unwrap();
+    assert!(
+        url.starts_with("https://relay.example.com/personkit/signin?t="),
+        "{url}"
+    );
+    // The sign-in page moves on relative to itself, so it stays under the sub-path.
+    let s = get_with(&h, &url["https://relay.example.com/personkit".len()..], &[]).await;
+    assert!(text(&s).contains("url=./\""), "{}", text(&s));
+    let cookie = s
+        .headers
+        .get(header::SET_COOKIE)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    // The proxy removes the prefix; the pages' links and redirects carry it again.
+    let page = get_with(&h, "/threads", &[("cookie", &cookie)]).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let body = text(&page);
+    assert!(
+        body.contains("href=\"/personkit/search\"")
+            && body.contains("action=\"/personkit/signout\""),
+        "{body}"
+    );
+    assert!(!body.contains("href=\"/search\""), "{body}");
+    // A form from the public origin is this relay's own, even when the proxy rewrote Host.
+    let form = format!("csrf={}", csrf(body));
+    let req = Request::post("/signout")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::COOKIE, &cookie)
+        .header(header::ORIGIN, "https://relay.example.com")
+        .body(Body::from(form))
+        .unwrap();
+    let out = h.call(req).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER, "{}", out.body);
+    assert_eq!(out.headers.get(header::LOCATION).unwrap(), "/personkit/");
+}
+
+#[tokio::test]
+async fn threads_say_how_complete_they_are() {
+    let (h, token) = filled().await;
+    let items = vec![
+        turn(
+            "g",
+            Role::User,
+            "one",
+            Some(0),
+            None,
+            "2026-11-22T09:40:00Z",
+        ),
+        turn(
+            "g",
+            Role::Assistant,
+            "two",
+            Some(1),
+            None,
+            "2026-11-22T09:41:00Z",
+        ),
+        turn(
+            "g",
+            Role::User,
+            "five",
+            Some(4),
+            None,
+            "2026-11-22T09:44:00Z",
+        ),
+    ];
+    assert_eq!(h.send(&token, &items).await.status, StatusCode::OK);
+    let r = h.get("/v1/threads", Some(&token)).await;
+    let g = personkit_shared::ids::thread_id(crate::tests::CHATGPT, "g")
+        .hyphenated()
+        .to_string();
+    let row = r.body["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == json!(g))
+        .unwrap()
+        .clone();
+    assert_eq!(
+        row["completeness"],
+        json!({"state": "gaps", "missing": 2, "adapter_stale_since": null})
+    );
+    let cookie = sign_in(&h).await;
+    let page = get_with(&h, "/threads", &[("cookie", &cookie)]).await;
+    assert!(text(&page).contains("2 missing"), "{}", text(&page));
+    let one = get_with(&h, &format!("/threads/{g}"), &[("cookie", &cookie)]).await;
+    assert!(text(&one).contains("2 missing"));
 }

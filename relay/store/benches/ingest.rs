@@ -150,23 +150,6 @@ fn raw_insert_batch(conn: &mut rusqlite::Connection, chunk: &[Value], seq: &mut 
             *seq
         ])
         .unwrap();
-        tx.prepare_cached(
-            "INSERT INTO persona_observations(id, kind, source_surface, thread_id, message_id, role, observed_at,
-                 origin_device, origin_seq)
-             VALUES (?1, 'thread_turn', ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )
-        .unwrap()
-        .execute(params![
-            mid,
-            SURFACE,
-            tid,
-            mid,
-            turn["role"].as_str().unwrap(),
-            now,
-            origin,
-            *seq
-        ])
-        .unwrap();
     }
     tx.prepare_cached(
         "INSERT INTO origin_seqs(origin, last_seq) VALUES (?1, ?2)

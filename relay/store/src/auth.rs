@@ -51,6 +51,11 @@ impl From<rusqlite::Error> for AuthError {
 pub struct PairingCode(String);
 
 impl PairingCode {
+    /// A code already in normalized form (made by this crate).
+    pub(crate) fn from_normalized(code: String) -> PairingCode {
+        PairingCode(code)
+    }
+
     /// The code as shown to a person: `XXXX-XXXX`.
     pub fn display(&self) -> String {
         format!("{}-{}", &self.0[..4], &self.0[4..])
@@ -131,7 +136,7 @@ pub fn hash_secret(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
-fn random_bytes<const N: usize>() -> Result<[u8; N], DbError> {
+pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N], DbError> {
     let mut buf = [0u8; N];
     getrandom::fill(&mut buf).map_err(|e| {
         DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(
@@ -141,7 +146,7 @@ fn random_bytes<const N: usize>() -> Result<[u8; N], DbError> {
     Ok(buf)
 }
 
-fn random_code() -> Result<String, DbError> {
+pub(crate) fn random_code() -> Result<String, DbError> {
     let mut code = String::with_capacity(CODE_LEN);
     // Rejection sampling keeps every character equally likely.
     let limit = (256 / CODE_ALPHABET.len() * CODE_ALPHABET.len()) as u8;

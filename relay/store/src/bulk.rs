@@ -120,3 +120,63 @@ pub fn tune_for_diagnostics(conn: &Connection, sql: &str) -> Result<(), DbError>
     conn.execute_batch(sql)?;
     Ok(())
 }
+
+/// The dashboard benchmark's baselines: the rows a page shows, each fetched with one plain query, so a page's
+/// time can be read against the cost of its data. Returns the rows read (to keep the work observable).
+pub mod baseline {
+    use rusqlite::{Connection, params};
+
+    use crate::db::DbError;
+
+    /// The newest `limit` threads with their title, surface and last activity.
+    pub fn thread_list(conn: &Connection, limit: u32) -> Result<usize, DbError> {
+        let mut st = conn.prepare_cached(
+            "SELECT id, surface, title, url, last_seen_at FROM threads
+             ORDER BY last_seen_at DESC, id DESC LIMIT ?1",
+        )?;
+        let rows = st.query_map([limit], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?.len())
+    }
+
+    /// The first `limit` current turns of a thread, in order, with their text.
+    pub fn thread_turns(conn: &Connection, thread_id: &str, limit: u32) -> Result<usize, DbError> {
+        let mut st = conn.prepare_cached(
+            "SELECT id, role, content, COALESCE(occurred_at, captured_at) FROM messages
+             WHERE thread_id = ?1 AND is_current = 1 ORDER BY ordinal LIMIT ?2",
+        )?;
+        let rows = st.query_map(params![thread_id, limit], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?.len())
+    }
+
+    /// The `limit` best full-text matches of an FTS expression, with their text and thread title.
+    pub fn keyword_hits(conn: &Connection, fts: &str, limit: u32) -> Result<usize, DbError> {
+        let mut st = conn.prepare_cached(
+            "SELECT m.id, m.content, t.title FROM messages_fts
+             JOIN messages m ON m.pk = messages_fts.rowid JOIN threads t ON t.id = m.thread_id
+             WHERE messages_fts MATCH ?1 AND m.is_current = 1 ORDER BY rank LIMIT ?2",
+        )?;
+        let rows = st.query_map(params![fts, limit], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+            ))
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?.len())
+    }
+}

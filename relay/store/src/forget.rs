@@ -1,14 +1,14 @@
 //! Forgetting: the one call that removes turns from the corpus for good — the dashboard's Forget (a thread, a
-//! site, a date range) and, later, `personkit forget` and `DELETE /v1/threads/{id}` use it.
+//! site, a date range), `personkit forget` and `DELETE /v1/threads/{id}` all use it.
 //!
-//! A [`Selection`] names messages; [`preview`] counts them (shown before a confirmation) and [`forget`] removes
-//! them in one transaction: their content leaves `messages` and the full-text index (by trigger), their vectors,
-//! vector state (the change log tells in-memory indexes), cached embeddings no other row uses, and their
-//! `persona_observations` rows; a thread left with no turns goes too. Each message leaves a tombstone — its
-//! content-derived id, no content — in `forgotten_messages`, and ingest answers a forgotten turn as a duplicate
-//! without storing it, so a replayed queue or a re-import never brings it back. `forget_log` records which
-//! threads changed, for the read API's change feed. The writer connection runs with `secure_delete` on, so
-//! freed pages are zeroed rather than left in the file.
+//! A [`Selection`] names messages; [`preview`] counts them (shown before a confirmation) and [`forget`] removes them in
+//! one transaction: their content leaves `messages` and the full-text index (by trigger), their vectors, vector state
+//! (the change log tells in-memory indexes) and cached embeddings no other row uses (the signal layer,
+//! `persona_observations`, is a view of the messages and goes with them); a thread left with no turns goes too. Each
+//! message leaves a tombstone — its content-derived id, no content — in `forgotten_messages`, and ingest answers a
+//! forgotten turn as a duplicate without storing it, so a replayed queue or a re-import never brings it back.
+//! `forget_log` records which threads changed, for the read API's change feed. The writer connection runs with
+//! `secure_delete` on while it forgets, so freed pages are zeroed rather than left in the file.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
@@ -112,14 +112,22 @@ pub fn forget(
     if sel.is_empty() {
         return Err(ForgetError::EmptySelection);
     }
+    // Pages freed while forgetting are zeroed; afterwards the writer goes back to SQLite's default, so ingest
+    // does not pay for zeroing pages that held nothing forgotten.
     conn.pragma_update(None, "secure_delete", "ON")?;
+    let result = forget_zeroing(conn, sel, now);
+    conn.pragma_update(None, "secure_delete", "OFF")?;
+    result
+}
+
+fn forget_zeroing(
+    conn: &mut Connection,
+    sel: &Selection,
+    now: OffsetDateTime,
+) -> Result<Counts, ForgetError> {
     let now_s = fmt_time(now);
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    tx.execute_batch(
-        "CREATE TEMP TABLE IF NOT EXISTS forget_sel (pk INTEGER PRIMARY KEY, id TEXT NOT NULL,
-             thread_id TEXT NOT NULL, position_key TEXT);
-         DELETE FROM forget_sel;",
-    )?;
+    prepare_selection(&tx)?;
     let selected = tx.execute(
         &format!(
             "INSERT INTO forget_sel (pk, id, thread_id, position_key)
@@ -131,15 +139,30 @@ pub fn forget(
         drop(tx);
         return Ok(Counts::default());
     }
+    let counts = remove_selected(&tx, &now_s, selected)?;
+    optimize_fts(&tx)?;
+    tx.commit()?;
+    // Move the freed (zeroed) pages out of the write-ahead log as soon as no reader needs them.
+    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    Ok(counts)
+}
+
+/// Removes the messages listed in the temporary table `forget_sel` (pk, id, thread_id, position_key) — which
+/// [`forget`] and sync's tombstones fill — from every table, tombstones them, fixes the current revision at their
+/// positions and drops threads left empty; `selected` is how many rows `forget_sel` holds. The caller commits
+/// (and rewrites the full-text index, [`optimize_fts`]).
+pub(crate) fn remove_selected(
+    tx: &rusqlite::Transaction<'_>,
+    now_s: &str,
+    selected: usize,
+) -> Result<Counts, DbError> {
+    let now_s = now_s.to_owned();
     tx.execute(
         "INSERT OR IGNORE INTO forgotten_messages (id, thread_id, forgotten_at)
          SELECT id, thread_id, ?1 FROM forget_sel",
         [&now_s],
     )?;
-    tx.execute(
-        "DELETE FROM persona_observations WHERE message_id IN (SELECT id FROM forget_sel)",
-        [],
-    )?;
+    forget_other_names(tx, &now_s)?;
     // Cached embeddings of these texts, unless another row still uses the same text.
     tx.execute(
         "DELETE FROM embeddings WHERE text_hash IN (
@@ -179,17 +202,11 @@ pub fn forget(
         "DELETE FROM messages WHERE pk IN (SELECT pk FROM forget_sel)",
         [],
     )?;
-    // The newest remaining content at a position is current again (by capture time, then hash, as ingest does).
-    {
-        let mut fix = tx.prepare_cached(
-            "UPDATE messages SET is_current = (pk = (
-                 SELECT pk FROM messages o WHERE o.thread_id = ?1 AND o.position_key = ?2
-                 ORDER BY o.captured_at DESC, o.content_hash DESC LIMIT 1))
-             WHERE thread_id = ?1 AND position_key = ?2",
-        )?;
-        for (t, p) in &positions {
-            fix.execute(params![t, p])?;
-        }
+    // The remaining contents at a position are numbered again from 1 and the newest is current (by capture time,
+    // then hash, as ingest does), so a position reads the same on every relay whatever order its turns and
+    // tombstones arrived in.
+    for (t, p) in &positions {
+        crate::ingest::number_revisions(tx, t, p)?;
     }
     let mut counts = Counts {
         messages: selected as u64,
@@ -215,10 +232,6 @@ pub fn forget(
         let whole = left.is_none();
         match left {
             None => {
-                tx.execute(
-                    "DELETE FROM persona_observations WHERE thread_id = ?1",
-                    [thread_id],
-                )?;
                 tx.execute("DELETE FROM threads WHERE id = ?1", [thread_id])?;
                 counts.whole_threads += 1;
             }
@@ -236,10 +249,67 @@ pub fn forget(
         )?;
     }
     tx.execute("DELETE FROM forget_sel", [])?;
-    tx.commit()?;
-    // Move the freed (zeroed) pages out of the write-ahead log as soon as no reader needs them.
-    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
     Ok(counts)
+}
+
+/// The temporary table [`remove_selected`] reads, made empty.
+pub(crate) fn prepare_selection(tx: &rusqlite::Transaction<'_>) -> Result<(), DbError> {
+    tx.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS forget_sel (pk INTEGER PRIMARY KEY, id TEXT NOT NULL,
+             thread_id TEXT NOT NULL, position_key TEXT);
+         DELETE FROM forget_sel;",
+    )?;
+    Ok(())
+}
+
+/// FTS5 records a deletion as a marker in a new segment and keeps the old segment, with the forgotten words,
+/// until a merge: rewrite the index so they leave the file (freed pages are zeroed under `secure_delete`).
+pub(crate) fn optimize_fts(tx: &rusqlite::Transaction<'_>) -> Result<(), DbError> {
+    tx.execute(
+        "INSERT INTO messages_fts(messages_fts) VALUES ('optimize')",
+        [],
+    )?;
+    Ok(())
+}
+
+/// A turn is known by more than its stored text (docs/wire-format.md, "Turn identity"): the renderings folded
+/// into it and the site's id. Each gets a tombstone too, so neither a replayed DOM rendering nor the site's source
+/// form of the same message brings it back.
+fn forget_other_names(tx: &rusqlite::Transaction<'_>, now: &str) -> Result<(), DbError> {
+    let folded: Vec<(String, String)> = tx
+        .prepare(
+            "SELECT r.thread_id, r.content_hash FROM message_renderings r JOIN forget_sel f ON r.message_pk = f.pk",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let keys: Vec<(String, String)> = tx
+        .prepare(
+            "SELECT m.thread_id, m.message_key FROM messages m JOIN forget_sel f ON m.pk = f.pk
+             WHERE m.message_key IS NOT NULL",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut tomb = tx.prepare_cached(
+        "INSERT OR IGNORE INTO forgotten_messages (id, thread_id, forgotten_at) VALUES (?1, ?2, ?3)",
+    )?;
+    for (thread, hash) in folded {
+        let id = personkit_shared::ids::message_id(
+            &uuid::Uuid::parse_str(&thread).unwrap_or_default(),
+            &hash,
+        )
+        .hyphenated()
+        .to_string();
+        tomb.execute(params![id, thread, now])?;
+    }
+    for (thread, key) in keys {
+        tomb.execute(params![key_tombstone(&thread, &key), thread, now])?;
+    }
+    Ok(())
+}
+
+/// The tombstone of the site's message id `key` in thread `thread_id`.
+pub fn key_tombstone(thread_id: &str, key: &str) -> String {
+    format!("key:{thread_id}|{key}")
 }
 
 /// Whether a message id was forgotten (ingest's test).
@@ -345,6 +415,13 @@ mod tests {
         .unwrap();
         assert_eq!(count(&conn, "SELECT count(*) FROM embeddings"), 1);
         let done = forget(&mut conn, &sel, NOW).unwrap();
+        let zeroing: i64 = conn
+            .pragma_query_value(None, "secure_delete", |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            zeroing, 0,
+            "the writer zeroes freed pages only while it forgets"
+        );
         assert_eq!(done, before);
         for (sql, n) in [
             (

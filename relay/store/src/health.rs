@@ -12,7 +12,7 @@ use time::{Duration, OffsetDateTime};
 use crate::clock::{fmt_time, normalize_time, parse_time};
 use crate::db::DbError;
 
-pub use personkit_shared::health::{CaptureHealth, LastError, Status, SurfaceHealth};
+pub use personkit_shared::health::{CaptureHealth, LastError, PathsHealth, Status, SurfaceHealth};
 
 /// The colour of a surface given its last accepted turn and last error: [`personkit_shared::health::status`].
 pub fn status_for(
@@ -62,6 +62,27 @@ pub fn record_reports(
                 )),
             });
             continue;
+        }
+        if let Some(p) = &r.paths
+            && let (Some(code), Some(at)) = (
+                &p.unparsed,
+                p.unparsed_since.as_deref().and_then(normalize_time),
+            )
+        {
+            // A device's site responses no longer parse: the surface's last error, unless a newer one stands.
+            tx.prepare_cached(
+                "INSERT INTO surface_stats(surface, last_error_code, last_error_message, last_error_at)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(surface) DO UPDATE SET last_error_code = ?2, last_error_message = ?3,
+                    last_error_at = ?4
+                 WHERE last_error_at IS NULL OR last_error_at < ?4",
+            )?
+            .execute(params![
+                r.surface,
+                code,
+                "the site's responses from its known endpoints no longer parse (network path); the DOM path still reads its pages",
+                at
+            ])?;
         }
         match since {
             Ok(since) => tx
@@ -113,7 +134,15 @@ pub fn capture_health(conn: &Connection, now: OffsetDateTime) -> Result<CaptureH
               WHERE t.surface = n.surface AND m.received_at >= ?1),
             (SELECT count(DISTINCT m.thread_id) FROM messages m JOIN threads t ON t.id = m.thread_id
               WHERE t.surface = n.surface AND m.received_at >= ?1),
-            (SELECT min(r.stale_since) FROM capture_reports r WHERE r.surface = n.surface)
+            (SELECT min(r.stale_since) FROM capture_reports r WHERE r.surface = n.surface),
+            (SELECT max(x) FROM (
+                SELECT max(m.received_at) AS x FROM messages m JOIN threads t ON t.id = m.thread_id
+                 WHERE t.surface = n.surface AND m.received_at >= ?1 AND m.source_path = 'dom'
+                UNION ALL
+                SELECT max(f.folded_at) FROM message_renderings f JOIN threads t ON t.id = f.thread_id
+                 WHERE t.surface = n.surface AND f.folded_at >= ?1 AND f.source_path = 'dom')),
+            (SELECT max(m.received_at) FROM messages m JOIN threads t ON t.id = m.thread_id
+              WHERE t.surface = n.surface AND m.received_at >= ?1 AND m.source_path = 'network')
          FROM names n LEFT JOIN surface_stats s ON s.surface = n.surface ORDER BY n.surface",
     )?;
     let surfaces = stmt
@@ -132,16 +161,51 @@ pub fn capture_health(conn: &Connection, now: OffsetDateTime) -> Result<CaptureH
             };
             let stale_since: Option<String> = r.get(7)?;
             let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
-            let (status, reason) = personkit_shared::health::status_with_stale(
+            let (mut status, reason) = personkit_shared::health::status_with_stale(
                 last_accepted_at.as_deref().and_then(parse_time).map(ms),
                 last_error.as_ref().and_then(|e| parse_time(&e.at)).map(ms),
                 stale_since.as_deref().and_then(parse_time).map(ms),
                 ms(now),
             );
+            let surface: String = r.get(0)?;
+            let dom_at: Option<String> = r.get(8)?;
+            let network_at: Option<String> = r.get(9)?;
+            let t = |v: &Option<String>| v.as_deref().and_then(parse_time).map(ms);
+            // A device's stream_unparsed report is the surface's last error; it stands until a network turn is
+            // newer.
+            let unparsed = last_error
+                .as_ref()
+                .filter(|e| matches!(e.code.as_str(), "stream_unparsed" | "stream_too_large"))
+                .filter(|e| {
+                    let at = parse_time(&e.at).map(ms);
+                    t(&network_at).is_none_or(|n| at.is_some_and(|a| a >= n))
+                });
+            let mut reason = reason.map(str::to_owned);
+            if let Some(u) = unparsed {
+                if status == Status::Green {
+                    status = Status::Yellow;
+                }
+                reason.get_or_insert_with(|| u.code.clone());
+            }
+            let paths =
+                personkit_shared::network::Surface::from_id(&surface).map(|_| PathsHealth {
+                    working: personkit_shared::health::working_paths(
+                        t(&dom_at),
+                        t(&network_at),
+                        unparsed.and_then(|u| parse_time(&u.at)).map(ms),
+                        ms(now),
+                    )
+                    .to_owned(),
+                    unparsed_since: unparsed.map(|u| u.at.clone()),
+                    unparsed: unparsed.map(|u| u.code.clone()),
+                    dom_at,
+                    network_at,
+                });
             Ok(SurfaceHealth {
-                reason: reason.map(str::to_owned),
+                paths,
+                reason,
                 stale_since,
-                surface: r.get(0)?,
+                surface,
                 status,
                 last_accepted_at,
                 turns_24h: r.get(5)?,

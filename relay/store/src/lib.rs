@@ -1,6 +1,7 @@
 //! `personkit-store` is the corpus: one SQLite file (WAL, `synchronous=FULL`, FTS5, sqlite-vec) and every query
 //! the relay runs on it. It opens and migrates the file ([`db`], [`migrations`]), stores batches of observations
-//! ([`ingest`]), keeps devices and pairing codes ([`auth`]), reports capture health ([`health`]), forgets for good ([`forget`]), keeps one-time dashboard sign-in links
+//! ([`ingest`]), keeps devices and pairing codes ([`auth`]), reports capture health ([`health`]), forgets for good ([`forget`]), remembers what the harvesters read ([`harvest`]), gives out and takes back
+//! exports and snapshots ([`archive`]), keeps one-time dashboard sign-in links
 //! ([`signin`]), the CLI's
 //! views ([`views`]), the read layer of the MCP tools and read API ([`read`]), keeps vectors, their cache and their change log ([`vectors`]), answers the reads hybrid
 //! search needs ([`retrieval`]), and bulk-loads synthetic corpora for benchmarks ([`bulk`]).
@@ -11,17 +12,20 @@
 //! **Architecture invariant:** times are stored in one fixed-width UTC text form ([`clock::fmt_time`]), so text
 //! order is time order; "now" comes from a [`clock::Clock`] the caller passes in.
 
+pub mod archive;
 pub mod auth;
 pub mod bulk;
 pub mod clock;
 pub mod db;
 pub mod forget;
+pub mod harvest;
 pub mod health;
 pub mod ingest;
 pub mod migrations;
 pub mod read;
 pub mod retrieval;
 pub mod signin;
+pub mod sync;
 pub mod vectors;
 pub mod views;
 

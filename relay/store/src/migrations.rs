@@ -26,7 +26,7 @@ macro_rules! migration {
     };
 }
 
-/// Every migration, in order. Versions are 1, 2, 3, ... without gaps.
+/// Every migration, in order. Versions are 1, 2, 3, ... (12 is the relay-to-relay sync's, landing separately).
 pub const MIGRATIONS: &[Migration] = &[
     migration!(1, "0001_init"),
     migration!(2, "0002_search"),
@@ -37,6 +37,10 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(7, "0007_agent_tokens"),
     migration!(8, "0008_capture_reports"),
     migration!(9, "0009_signin_and_forget"),
+    migration!(10, "0010_signal_layer_view"),
+    migration!(11, "0011_turn_identity"),
+    migration!(12, "0012_sync"),
+    migration!(13, "0013_harvest"),
 ];
 
 /// The schema version this build writes.
@@ -84,13 +88,112 @@ pub fn apply(conn: &mut Connection) -> Result<u32, DbError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use rusqlite::params;
+
+    /// A corpus at schema `version`, made the way `apply` made it then.
+    fn corpus_at(path: &std::path::Path, version: u32) -> Connection {
+        crate::db::register_sqlite_vec();
+        let conn = Connection::open(path).unwrap();
+        crate::db::configure(&conn).unwrap();
+        for m in MIGRATIONS.iter().filter(|m| m.version <= version) {
+            conn.execute_batch(m.sql).unwrap();
+            conn.pragma_update(None, "user_version", m.version).unwrap();
+        }
+        conn
+    }
+
+    const SIGNAL_ROWS: &str =
+        "SELECT id, kind, source_surface, thread_id, message_id, role, observed_at, attrs,
+        origin_device FROM persona_observations ORDER BY id";
+
+    fn signal_rows(conn: &Connection) -> Vec<Vec<String>> {
+        conn.prepare(SIGNAL_ROWS)
+            .unwrap()
+            .query_map([], |r| (0..9).map(|i| r.get::<_, String>(i)).collect())
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    /// 0010 turns the signal-layer table into a view of the messages: a corpus written at schema 9 (rows as its
+    /// ingest wrote them) reads the same signal rows afterwards, and forgetting still takes them.
+    #[test]
+    fn the_signal_layer_of_an_older_corpus_reads_the_same_through_the_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let conn = corpus_at(&path, 9);
+        let t = "0b7f3c1e-2d4a-5b6c-8d9e-0f1a2b3c4d5e";
+        let at = "2026-11-22T09:00:00.000Z";
+        conn.execute(
+            "INSERT INTO threads(id, surface, conversation_id, first_seen_at, last_seen_at, origin_device, origin_seq)
+             VALUES (?1, 'browser-ext:chatgpt', 'c1', ?2, ?2, 'dev', 1)",
+            params![t, at],
+        )
+        .unwrap();
+        let turns = [
+            ("m-1", "user", "how do I fence code? \u{e9}t\u{e9}"),
+            ("m-2", "assistant", "like this:\n```rust\nfn main() {}\n```"),
+        ];
+        for (i, (id, role, content)) in turns.iter().enumerate() {
+            let seq = 2 + 2 * i as i64;
+            conn.execute(
+                "INSERT INTO messages(id, thread_id, role, content, content_hash, ordinal, position_key,
+                    captured_at, received_at, origin_device, origin_seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'o:' || ?6, ?7, ?7, 'dev', ?8)",
+                params![id, t, role, content, format!("h{i}"), i as i64, at, seq],
+            )
+            .unwrap();
+            let attrs = format!(
+                r#"{{"chars":{},"has_code":{}}}"#,
+                content.chars().count(),
+                content.contains("```")
+            );
+            conn.execute(
+                "INSERT INTO persona_observations(id, kind, source_surface, thread_id, message_id, role,
+                    observed_at, attrs, origin_device, origin_seq)
+                 VALUES (?1, 'thread_turn', 'browser-ext:chatgpt', ?2, ?1, ?3, ?4, ?5, 'dev', ?6)",
+                params![id, t, role, at, attrs, seq + 1],
+            )
+            .unwrap();
+        }
+        let before = signal_rows(&conn);
+        assert_eq!(before.len(), 2);
+        drop(conn);
+
+        let mut conn = crate::db::open(&path).unwrap();
+        assert_eq!(current_version(&conn).unwrap(), latest_version());
+        assert_eq!(signal_rows(&conn), before);
+        let kind: String = conn
+            .query_row(
+                "SELECT type FROM sqlite_schema WHERE name = 'persona_observations'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(kind, "view");
+        let origin_index: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name = 'messages_origin'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(origin_index, 0);
+
+        // Forgetting the thread takes its signal rows with its messages.
+        let sel = crate::forget::Selection::thread(t);
+        let done = crate::forget::forget(&mut conn, &sel, time::OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(done.messages, 2);
+        assert!(signal_rows(&conn).is_empty());
+    }
 
     #[test]
     fn versions_are_dense_and_ordered() {
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.version as usize, i + 1, "{}", m.name);
+        for (expected, m) in (1..).zip(MIGRATIONS.iter()) {
+            assert_eq!(m.version, expected, "{}", m.name);
             assert!(
                 m.name.starts_with(&format!("{:04}_", m.version)),
                 "{}",

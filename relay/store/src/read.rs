@@ -65,6 +65,73 @@ pub struct ThreadSummary {
     pub last_seen_at: String,
     /// Turns (positions with a current revision).
     pub turns: u64,
+    /// Whether turns are known to be missing (see [`Completeness`]).
+    pub completeness: Completeness,
+}
+
+/// What the corpus can say about turns of a thread that were never captured.
+///
+/// Sites that number their turns (an ordinal attribute in the page, counted from 0) let the relay see holes:
+/// with the newest numbered turn at position `n`, a complete thread holds `n + 1` turns, and every position
+/// short of that is a turn the page showed numbered but no capture delivered (a virtualised list scrolled past,
+/// a tab closed mid-stream). Sites that do not number turns give nothing to check against (`unknown`). Separately,
+/// when a device reported that the extension stopped reading the site's pages (`adapter_stale`, `POST
+/// /v1/me/capture-reports`), turns since that time may be missing from any thread of the site.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Completeness {
+    /// `complete` (every numbered position up to the newest is there), `gaps` (`missing` positions are not),
+    /// or `unknown` (the site does not number its turns).
+    pub state: CompletenessState,
+    /// Turns known to be missing (0 unless `gaps`).
+    pub missing: u64,
+    /// Set while a device reports the site's adapter stale: the earliest time since which its pages were not
+    /// read (stored time form).
+    pub adapter_stale_since: Option<String>,
+}
+
+/// See [`Completeness::state`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletenessState {
+    Complete,
+    Gaps,
+    Unknown,
+}
+
+impl CompletenessState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompletenessState::Complete => "complete",
+            CompletenessState::Gaps => "gaps",
+            CompletenessState::Unknown => "unknown",
+        }
+    }
+}
+
+impl Completeness {
+    /// From a thread's current turns: how many there are, and the highest ordinal among them (if any has one).
+    fn from_counts(
+        turns: u64,
+        max_ordinal: Option<i64>,
+        stale_since: Option<String>,
+    ) -> Completeness {
+        let (state, missing) = match max_ordinal.and_then(|m| u64::try_from(m).ok()) {
+            None => (CompletenessState::Unknown, 0),
+            Some(max) => {
+                let missing = max.saturating_add(1).saturating_sub(turns);
+                if missing == 0 {
+                    (CompletenessState::Complete, 0)
+                } else {
+                    (CompletenessState::Gaps, missing)
+                }
+            }
+        };
+        Completeness {
+            state,
+            missing,
+            adapter_stale_since: stale_since,
+        }
+    }
 }
 
 /// `{total, limit, has_more}` plus the cursor of the next page.
@@ -106,11 +173,17 @@ fn parse_thread_cursor(c: &str) -> Result<(String, String), ReadError> {
         })
 }
 
+/// A thread's columns; the turn count and highest ordinal come from one pass over its current turns (as a
+/// JSON pair, since a scalar subquery yields one value), the adapter report from `capture_reports`.
 const THREAD_COLUMNS: &str =
     "t.id, t.surface, t.conversation_id, t.title, t.url, t.first_seen_at, t.last_seen_at,
-    (SELECT count(*) FROM messages m WHERE m.thread_id = t.id AND m.is_current = 1)";
+    (SELECT json_array(count(*), max(m.ordinal)) FROM messages m WHERE m.thread_id = t.id AND m.is_current = 1),
+    (SELECT min(r.stale_since) FROM capture_reports r WHERE r.surface = t.surface)";
 
 fn thread_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ThreadSummary> {
+    let counts: String = r.get(7)?;
+    let (turns, max_ordinal) =
+        serde_json::from_str::<(u64, Option<i64>)>(&counts).unwrap_or((0, None));
     Ok(ThreadSummary {
         id: r.get(0)?,
         surface: r.get(1)?,
@@ -119,7 +192,8 @@ fn thread_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ThreadSummary> {
         url: r.get(4)?,
         first_seen_at: r.get(5)?,
         last_seen_at: r.get(6)?,
-        turns: r.get(7)?,
+        turns,
+        completeness: Completeness::from_counts(turns, max_ordinal, r.get(8)?),
     })
 }
 
@@ -166,10 +240,15 @@ pub fn list_threads(
         |r| r.get(0),
     )?;
     let (after_t, after_id) = after.unzip();
+    // The page's ids are chosen first, so the per-thread columns (a pass over each thread's turns) are computed
+    // for the page only, not for every thread the sort looks at.
     let sql = format!(
-        "SELECT {THREAD_COLUMNS} FROM threads t WHERE {where_sql}
-           AND (?6 IS NULL OR t.last_seen_at < ?6 OR (t.last_seen_at = ?6 AND t.id < ?7))
-         ORDER BY t.last_seen_at DESC, t.id DESC LIMIT ?8"
+        "SELECT {THREAD_COLUMNS} FROM (
+            SELECT t.id FROM threads t WHERE {where_sql}
+              AND (?6 IS NULL OR t.last_seen_at < ?6 OR (t.last_seen_at = ?6 AND t.id < ?7))
+            ORDER BY t.last_seen_at DESC, t.id DESC LIMIT ?8
+         ) page JOIN threads t ON t.id = page.id
+         ORDER BY t.last_seen_at DESC, t.id DESC"
     );
     let mut threads: Vec<ThreadSummary> = conn
         .prepare_cached(&sql)?
@@ -470,6 +549,16 @@ fn ago(from: OffsetDateTime, now: OffsetDateTime) -> String {
     }
 }
 
+/// The surfaces that have at least one thread, by name: what a site filter offers (cheap, from the threads'
+/// surface index, unlike [`surface_states`], which counts every turn).
+pub fn surface_names(conn: &Connection) -> Result<Vec<String>, DbError> {
+    let mut stmt = conn.prepare_cached("SELECT DISTINCT surface FROM threads ORDER BY surface")?;
+    let names = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<Vec<String>, _>>()?;
+    Ok(names)
+}
+
 /// Per-surface capture state of every surface that has sent anything, sorted by surface.
 pub fn surface_states(
     conn: &Connection,
@@ -612,13 +701,14 @@ pub fn changes(
     let mut has_more = false;
     let mut n = 0u32;
     while let Some(r) = rows.next()? {
-        let at: String = r.get(8)?;
+        // Columns after THREAD_COLUMNS (9 of them).
+        let at: String = r.get(9)?;
         if n >= limit && last_at.as_deref() != Some(at.as_str()) {
             has_more = true;
             break;
         }
         let t = thread_row(r)?;
-        if r.get::<_, bool>(9)? {
+        if r.get::<_, bool>(10)? {
             created.push(t);
         } else {
             updated.push(t);
@@ -710,14 +800,18 @@ pub mod compact {
         }
     }
 
-    /// `<id> <last activity> <surface> "<title>" (<n> turns)`.
+    /// `<id> <last activity> <surface> "<title>" (<n> turns[, <m> missing])`.
     pub fn threads(list: &ThreadList) -> Compact {
         let lines = list
             .threads
             .iter()
             .map(|t| {
+                let missing = match t.completeness.missing {
+                    0 => String::new(),
+                    m => format!(", {m} missing"),
+                };
                 format!(
-                    "{} {} {} \"{}\" ({} turns)",
+                    "{} {} {} \"{}\" ({} turns{missing})",
                     short(&t.id),
                     minute(&t.last_seen_at),
                     t.surface,
@@ -842,6 +936,62 @@ mod tests {
         )
         .unwrap();
         (dir, conn)
+    }
+
+    #[test]
+    fn completeness_counts_unnumbered_positions_and_stale_reports() {
+        let (_d, mut conn) = filled();
+        let by_title = |conn: &Connection, t: &str| {
+            list_threads(conn, &ThreadFilter::default(), 10, None)
+                .unwrap()
+                .threads
+                .into_iter()
+                .find(|x| x.title.as_deref() == Some(t))
+                .unwrap()
+        };
+        let a = by_title(&conn, "a title");
+        assert_eq!(a.completeness.state, CompletenessState::Complete);
+        assert_eq!(a.completeness.missing, 0);
+        // Thread `d` shows positions 0, 1 and 4: 2 and 3 were never delivered.
+        let g = "browser-ext:chatgpt";
+        let batch = vec![
+            obs(g, "d", Role::User, "one", 0, "2026-11-22T09:00:00Z"),
+            obs(g, "d", Role::Assistant, "two", 1, "2026-11-22T09:00:01Z"),
+            obs(g, "d", Role::User, "five", 4, "2026-11-22T09:00:04Z"),
+        ];
+        let origin = Origin {
+            device_id: "d".into(),
+        };
+        ingest_observations(&mut conn, &origin, &batch, NOW).unwrap();
+        let d = by_title(&conn, "d title");
+        assert_eq!(
+            (d.completeness.state, d.completeness.missing),
+            (CompletenessState::Gaps, 2)
+        );
+        assert!(
+            compact::threads(&list_threads(&conn, &ThreadFilter::default(), 10, None).unwrap())
+                .lines
+                .iter()
+                .any(|l| l.ends_with("(3 turns, 2 missing)"))
+        );
+        // A standing adapter report for the site is shown on its threads only.
+        conn.execute(
+            "INSERT INTO capture_reports (surface, device_id, stale_since, rule, reported_at)
+             VALUES (?1, 'ext', '2026-11-22T08:00:00.000Z', NULL, '2026-11-22T08:05:00.000Z')",
+            [g],
+        )
+        .unwrap();
+        let d = by_title(&conn, "d title");
+        assert_eq!(
+            d.completeness.adapter_stale_since.as_deref(),
+            Some("2026-11-22T08:00:00.000Z")
+        );
+        assert_eq!(
+            by_title(&conn, "b title").completeness.adapter_stale_since,
+            None
+        );
+        let one = get_thread(&conn, &d.id, false, 10, None).unwrap();
+        assert_eq!(one.thread.completeness, d.completeness);
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub trait SearchReader {
     ) -> Result<Vec<(i64, f64)>, DbError>;
     /// The metadata of a current message or an event; `None` when it does not exist or is not current.
     fn row_meta(&self, kind: Kind, pk: i64) -> Result<Option<RowMeta>, DbError>;
+    /// The current message right after message `pk` in its thread (by ordinal when it has one, else as stored):
+    /// the order in which `vectors::pending_with` finds a message's previous turn.
+    fn next_in_thread(&self, pk: i64) -> Result<Option<i64>, DbError>;
     /// Ids of the entities whose name or an alias is `phrase` (case-insensitive).
     fn entities_named(&self, phrase: &str) -> Result<Vec<String>, DbError>;
     /// The name and aliases of an entity.
@@ -125,6 +128,23 @@ impl SearchReader for Connection {
                 Ok((r.get(0)?, r.get(1)?))
             })?
             .collect::<Result<_, _>>()?)
+    }
+
+    fn next_in_thread(&self, pk: i64) -> Result<Option<i64>, DbError> {
+        Ok(self
+            .prepare_cached(
+                "SELECT CASE WHEN m.ordinal IS NOT NULL THEN
+                    (SELECT n.pk FROM messages n WHERE n.thread_id = m.thread_id AND n.is_current = 1
+                        AND n.ordinal > m.ordinal ORDER BY n.ordinal, n.pk LIMIT 1)
+                 ELSE
+                    (SELECT n.pk FROM messages n WHERE n.thread_id = m.thread_id AND n.is_current = 1
+                        AND n.pk > m.pk ORDER BY n.pk LIMIT 1)
+                 END
+                 FROM messages m WHERE m.pk = ?1",
+            )?
+            .query_row([pk], |r| r.get::<_, Option<i64>>(0))
+            .optional()?
+            .flatten())
     }
 
     fn row_meta(&self, kind: Kind, pk: i64) -> Result<Option<RowMeta>, DbError> {

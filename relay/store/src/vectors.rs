@@ -127,9 +127,33 @@ pub fn pending(
     pending_with(conn, kind, model_key, after, limit, false)
 }
 
+/// The current message before message `m` in its thread, as a SQL subquery selecting column `$col` of it (`p`):
+/// by ordinal when `m` has one (the site's or the capture's count of the shown thread), else the one stored just
+/// before it. Thread order is never read from `position_key`: those are names of slots (`o:10` sorts before
+/// `o:9`; `b:<parent id>` by the parent's id).
+macro_rules! previous_in_thread {
+    ($col:literal) => {
+        concat!(
+            "CASE WHEN m.ordinal IS NOT NULL THEN (SELECT p.",
+            $col,
+            " FROM messages p ",
+            "WHERE p.thread_id = m.thread_id AND p.is_current = 1 AND p.ordinal < m.ordinal ",
+            "ORDER BY p.ordinal DESC, p.pk DESC LIMIT 1) ",
+            "ELSE (SELECT p.",
+            $col,
+            " FROM messages p ",
+            "WHERE p.thread_id = m.thread_id AND p.is_current = 1 AND p.pk < m.pk ",
+            "ORDER BY p.pk DESC LIMIT 1) END"
+        )
+    };
+}
+
+/// The subquery of [`previous_in_thread`] for the content (documentation anchor).
+pub const PREVIOUS_IN_THREAD: &str = previous_in_thread!("content");
+
 /// Like [`pending`]; with `previous`, a message's text is followed by the current message before it in its thread
-/// (by position), as `<text>\n\n(after: <previous>)` — the text of a reply then carries what it answers. Messages
-/// without a position, and events, have no previous.
+/// ([`PREVIOUS_IN_THREAD`]), as `<text>\n\n(after: <previous>)` — the text of a reply then carries what it
+/// answers. Events have no previous.
 pub fn pending_with(
     conn: &Connection,
     kind: Kind,
@@ -140,16 +164,15 @@ pub fn pending_with(
 ) -> Result<Vec<(i64, String)>, DbError> {
     let sql = match kind {
         Kind::Message if previous => {
-            "SELECT m.pk, m.content || coalesce('
-
-(after: ' || (
-                 SELECT p.content FROM messages p
-                 WHERE p.thread_id = m.thread_id AND p.is_current = 1 AND p.position_key < m.position_key
-                 ORDER BY p.position_key DESC LIMIT 1) || ')', '')
+            concat!(
+                "SELECT m.pk, m.content || coalesce('\n\n(after: ' || (",
+                previous_in_thread!("content"),
+                ") || ')', '')
              FROM messages m
              LEFT JOIN search_vec_state s ON s.kind = 'message' AND s.pk = m.pk
              WHERE m.pk > ?1 AND m.is_current = 1 AND (s.pk IS NULL OR s.model_key != ?2)
              ORDER BY m.pk LIMIT ?3"
+            )
         }
         Kind::Message => {
             "SELECT m.pk, m.content FROM messages m
@@ -211,13 +234,62 @@ pub fn write_batch(
     vectors: &HashMap<String, Vec<f32>>,
     now: &str,
 ) -> Result<(), DbError> {
+    write_rows(conn, kind, model, fresh, rows, vectors, now, false)
+}
+
+/// [`write_batch`] for the embedding job: a row removed (forgotten, or by a sync tombstone) while its vector was
+/// being computed gets none, and its text is not cached — the vector would outlive the content.
+pub fn write_batch_live(
+    conn: &mut Connection,
+    kind: Kind,
+    model: ModelRef<'_>,
+    fresh: &[(String, Vec<f32>)],
+    rows: &[(i64, String)],
+    vectors: &HashMap<String, Vec<f32>>,
+    now: &str,
+) -> Result<(), DbError> {
+    write_rows(conn, kind, model, fresh, rows, vectors, now, true)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_rows(
+    conn: &mut Connection,
+    kind: Kind,
+    model: ModelRef<'_>,
+    fresh: &[(String, Vec<f32>)],
+    rows: &[(i64, String)],
+    vectors: &HashMap<String, Vec<f32>>,
+    now: &str,
+    only_live: bool,
+) -> Result<(), DbError> {
     let dim = model.dim;
     if !SUPPORTED_DIMS.contains(&dim) {
         return Err(DbError::Invalid(format!(
             "{dim}-dimensional vectors have no table (supported: 384, 768)"
         )));
     }
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let rows: Vec<&(i64, String)> = if !only_live {
+        rows.iter().collect()
+    } else {
+        let sql = match kind {
+            Kind::Message => "SELECT 1 FROM messages WHERE pk = ?1",
+            Kind::Event => "SELECT 1 FROM events WHERE pk = ?1",
+        };
+        let mut exists = tx.prepare_cached(sql)?;
+        let mut kept = Vec::with_capacity(rows.len());
+        for r in rows {
+            if exists.exists([r.0])? {
+                kept.push(r);
+            }
+        }
+        kept
+    };
+    let used: std::collections::HashSet<&str> = rows.iter().map(|(_, h)| h.as_str()).collect();
+    let fresh: Vec<&(String, Vec<f32>)> = fresh
+        .iter()
+        .filter(|(h, _)| used.contains(h.as_str()))
+        .collect();
     {
         let mut ins = tx.prepare_cached(
             "INSERT OR IGNORE INTO embeddings (text_hash, model_id, model_version, dim, vector, created_at)
@@ -240,7 +312,7 @@ pub fn write_batch(
             ])?;
         }
         let model_key = model.key();
-        for (pk, h) in rows {
+        for (pk, h) in rows.iter().copied() {
             let v = vectors
                 .get(h)
                 .ok_or_else(|| DbError::Invalid("a row of the batch has no vector".into()))?;

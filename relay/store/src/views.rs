@@ -167,6 +167,10 @@ pub struct MessageRow {
     pub captured_at: String,
     pub revision: u32,
     pub is_current: bool,
+    /// The site's id of the turn this one answers or follows (its branch parent), where known.
+    pub parent_key: Option<String>,
+    /// How the stored rendering was read: `dom`, `network`, `export` or `harvest`.
+    pub source_path: String,
 }
 
 /// Messages, newest capture first, optionally of one surface and/or one thread.
@@ -178,7 +182,7 @@ pub fn messages(
 ) -> Result<Vec<MessageRow>, DbError> {
     let mut stmt = conn.prepare(
         "SELECT m.id, m.thread_id, t.surface, m.role, m.content, m.content_hash, m.message_key, m.ordinal,
-            m.occurred_at, m.captured_at, m.revision, m.is_current
+            m.occurred_at, m.captured_at, m.revision, m.is_current, m.parent_key, m.source_path
          FROM messages m JOIN threads t ON t.id = m.thread_id
          WHERE (?1 IS NULL OR t.surface = ?1) AND (?2 IS NULL OR m.thread_id = ?2)
          ORDER BY m.captured_at DESC, m.pk DESC LIMIT ?3",
@@ -198,6 +202,8 @@ pub fn messages(
                 captured_at: r.get(9)?,
                 revision: r.get(10)?,
                 is_current: r.get(11)?,
+                parent_key: r.get(12)?,
+                source_path: r.get(13)?,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
@@ -381,4 +387,43 @@ mod tests {
         );
         assert_eq!(fts_query("  - * "), None);
     }
+}
+
+/// One stored turn of a thread with how it was read (`corpus` debugging, the turn-identity tests).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RenderingRow {
+    pub role: String,
+    pub content: String,
+    /// `dom`, `network`, `export` or `harvest`.
+    pub source_path: String,
+    pub message_key: Option<String>,
+    pub parent_key: Option<String>,
+    pub revision: u32,
+    pub is_current: bool,
+    /// Lower-ranked renderings folded into this turn.
+    pub folded: u32,
+}
+
+/// Every stored turn of thread `thread_id` (current or not), in storage order.
+pub fn thread_renderings(conn: &Connection, thread_id: &str) -> Result<Vec<RenderingRow>, DbError> {
+    let mut stmt = conn.prepare(
+        "SELECT m.role, m.content, m.source_path, m.message_key, m.parent_key, m.revision, m.is_current,
+            (SELECT count(*) FROM message_renderings r WHERE r.message_pk = m.pk)
+         FROM messages m WHERE m.thread_id = ?1 ORDER BY m.pk",
+    )?;
+    let rows = stmt
+        .query_map([thread_id], |r| {
+            Ok(RenderingRow {
+                role: r.get(0)?,
+                content: r.get(1)?,
+                source_path: r.get(2)?,
+                message_key: r.get(3)?,
+                parent_key: r.get(4)?,
+                revision: r.get(5)?,
+                is_current: r.get::<_, i64>(6)? == 1,
+                folded: r.get(7)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
 }

@@ -10,6 +10,7 @@
 //! and a CLI call that does not exit fail the test with the relay's output instead of hanging it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod identity;
 pub mod standin;
 
 use std::io::{BufRead, BufReader, Read};
@@ -199,7 +200,7 @@ impl Relay {
             .unwrap_or_else(|| self.fail("no `personkit: listening on` line"));
         let base = line["personkit: listening on ".len()..].trim().to_owned();
         assert!(
-            base.starts_with("http://127.0.0.1:"),
+            base.starts_with("http://127.0.0.1:") || base.starts_with("https://127.0.0.1:"),
             "relay must bind loopback by default, printed {line:?}"
         );
         self.http = Http::new(&base);
@@ -536,6 +537,14 @@ impl Http {
     pub fn get(&self, path: &str, token: Option<&str>) -> Resp {
         self.try_get(path, token)
             .unwrap_or_else(|e| panic!("GET {path} failed: {e}"))
+    }
+
+    pub fn delete(&self, path: &str, token: Option<&str>) -> Resp {
+        let mut req = self.agent.delete(format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        finish(req.call()).unwrap_or_else(|e| panic!("DELETE {path} failed: {e}"))
     }
 
     /// GET with extra headers (e.g. Origin for CORS checks).

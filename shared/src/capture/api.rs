@@ -22,7 +22,7 @@ use super::queue::{Applied, HeldReason, Next, Outcome, QueueConfig, QueueState};
 use super::redact::{PatternError, Redactor};
 use super::registry::{self, Registry};
 use super::settings::{self, Settings};
-use crate::wire::{self, ClientInfo};
+use crate::wire::{self, ClientInfo, truncate_bytes};
 
 /// Bad input to an API function (a bug in the caller or a refused request, never a panic).
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +71,61 @@ pub const MAX_PATTERN_LINES: usize = 200;
 
 fn parse<'a, T: Deserialize<'a>>(input: &'a str) -> Result<T> {
     Ok(serde_json::from_str(input)?)
+}
+
+/// The input of the delivery, stats, pairing, pattern and forget calls: one type for all of them, because every
+/// serde-derived input type costs the wasm build a deserializer of its own (BENCHMARKS.md, WASM size). A key no call
+/// knows is still an error naming it; each call takes the fields it reads and requires its own with [`need`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct Call<'a> {
+    queue: QueueState,
+    stats: Stats,
+    settings: Settings,
+    skipped: SkipList,
+    now_ms: Option<u64>,
+    fast: bool,
+    ids: Option<Vec<u64>>,
+    /// HTTP status of a delivery or pairing answer (0: no answer).
+    status: Option<u16>,
+    body: String,
+    retry_after: Option<String>,
+    error: String,
+    relay: Option<String>,
+    relay_health: Option<String>,
+    app_version: Option<String>,
+    thread_id: Option<String>,
+    sent: Option<Vec<SentReport>>,
+    patterns: Option<Vec<String>>,
+    text: Option<String>,
+    relay_url: String,
+    code: Option<String>,
+    user_agent: String,
+    allow_plain_http: bool,
+    url: Option<String>,
+    tab_url: Option<String>,
+    claimed_url: Option<String>,
+    probe: Option<policy::Probe>,
+    title: Option<String>,
+    /// A device token is held.
+    paired: Option<bool>,
+    /// The whole `storage.local` area as read (the one-time migration).
+    #[serde(borrow)]
+    local: Keyed<&'a RawValue>,
+    /// The relay base of the token record in the extension origin's IndexedDB, if there is one.
+    token_relay: Option<String>,
+    /// The whole `storage.session` area (settings intents).
+    #[serde(borrow)]
+    session: Keyed<&'a RawValue>,
+    /// The key of a messaged intent, with its patch.
+    intent: Option<String>,
+    #[serde(borrow)]
+    patch: Option<&'a RawValue>,
+}
+
+/// A field the call cannot do without.
+fn need<T>(v: Option<T>, name: &str) -> Result<T> {
+    v.ok_or_else(|| ApiCallError::Refused(format!("bad input JSON: missing field `{name}`")))
 }
 
 fn millis(now_ms: u64) -> i64 {
@@ -135,24 +190,35 @@ pub fn load_state(input: &str) -> Result<String> {
     })
 }
 
-/// The inputs of a content script's request: the page it speaks for and the user's choices.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The inputs of a content script's request: the page it speaks for and the user's choices (read from a
+/// [`Call`]).
+#[derive(Debug)]
 struct PageInput {
     /// The sending frame's URL as the browser reports it (`sender.url`).
     url: String,
     /// The tab's URL as the browser reports it, when the sender is the tab's top frame (`sender.tab.url`).
-    #[serde(default)]
     tab_url: Option<String>,
     /// The URL the content script says it is on: only compared with the two above (see
     /// [`policy::vouched_url`]), never used as the page's URL.
-    #[serde(default)]
     claimed_url: Option<String>,
     now_ms: u64,
-    #[serde(default)]
     settings: Settings,
-    #[serde(default)]
     skipped: SkipList,
+}
+
+impl PageInput {
+    /// `{url, tab_url, claimed_url, now_ms, settings, skipped}`.
+    fn parse(input: &str) -> Result<PageInput> {
+        let i: Call = parse(input)?;
+        Ok(PageInput {
+            url: need(i.url, "url")?,
+            tab_url: i.tab_url,
+            claimed_url: i.claimed_url,
+            now_ms: need(i.now_ms, "now_ms")?,
+            settings: i.settings,
+            skipped: i.skipped,
+        })
+    }
 }
 
 /// The page's surface, conversation and thread, and whether it is captured.
@@ -220,27 +286,8 @@ fn page<'r>(
 /// conversation_id, thread_id, state}` (`state`: `capturing | skipped | paused | off`; `stale`: see
 /// [`policy::vouched_url`]).
 pub fn page_state(input: &str) -> Result<String> {
-    let i: PageInput = parse(input)?;
+    let i = PageInput::parse(input)?;
     to_json(&page(Registry::builtin(), &i).1)
-}
-
-/// A content script's report of its last read of a page (see [`policy::Probe`]).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProbeInput {
-    url: String,
-    #[serde(default)]
-    tab_url: Option<String>,
-    #[serde(default)]
-    claimed_url: Option<String>,
-    now_ms: u64,
-    #[serde(default)]
-    settings: Settings,
-    #[serde(default)]
-    stats: Stats,
-    probe: policy::Probe,
-    #[serde(default)]
-    fast: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -252,35 +299,56 @@ struct ProbeOutput {
     reason: Option<&'static str>,
 }
 
-/// `{url, tab_url, claimed_url, now_ms, settings, stats, probe: {text_present, roots, users, assistants, rank},
-/// fast}` → `{stats, changed, reason}`. Only a page that names a conversation of a surface the user captures
-/// counts; a read that finds conversation text but no turns (or one role only) starts the surface's stale period,
-/// a read with turns ends it.
+/// `{url, tab_url, claimed_url, now_ms, settings, stats, probe: {text_present, roots, users, assistants, rank,
+/// shown?, sent?}, title?, fast}` → `{stats, changed, reason}`. Only a page that names a conversation of
+/// a surface the user captures counts; a read that finds conversation text but no turns (or one role only) starts
+/// the surface's stale period, a read with turns ends it. `shown`/`sent` are recorded for the conversation (the
+/// popup's list of incomplete captures).
 pub fn probe(input: &str) -> Result<String> {
-    let mut i: ProbeInput = parse(input)?;
+    let mut i: Call = parse(input)?;
+    let (url, now_ms, probe) = (
+        need(i.url.take(), "url")?,
+        need(i.now_ms, "now_ms")?,
+        need(i.probe, "probe")?,
+    );
     let registry = Registry::builtin();
-    let day = crate::time::day(millis(i.now_ms));
-    let surface = policy::vouched_url(
+    let day = crate::time::day(millis(now_ms));
+    let page = policy::vouched_url(
         registry,
         &day,
-        &i.url,
+        &url,
         i.tab_url.as_deref(),
         i.claimed_url.as_deref(),
-    )
-    .and_then(|url| registry.match_url(url, &day))
-    .filter(|m| m.conversation_id.is_some())
-    .filter(|m| {
-        policy::capture_state(&i.settings, Some(m.surface), None, &SkipList::default())
-            != CaptureState::Off
-    })
-    .map(|m| m.surface.id.clone());
-    let changed = surface
+    );
+    let matched = page
+        .and_then(|url| registry.match_url(url, &day))
+        .filter(|m| {
+            policy::capture_state(&i.settings, Some(m.surface), None, &SkipList::default())
+                != CaptureState::Off
+        })
+        .and_then(|m| Some((m.surface.id.clone(), m.conversation_id?)));
+    let surface = matched.as_ref().map(|(s, _)| s.clone());
+    let mut changed = surface
         .as_deref()
-        .is_some_and(|s| i.stats.on_probe(s, &i.probe, i.now_ms));
+        .is_some_and(|s| i.stats.on_probe(s, &probe, now_ms));
+    let counts = probe
+        .shown
+        .zip(probe.sent)
+        .map(|(shown, sent)| super::progress::PageCounts { shown, sent });
+    if let (Some((s, conversation)), Some(counts), Some(url)) = (
+        &matched,
+        counts,
+        page.and_then(|p| registry.page_url(matched.as_ref().map_or("", |m| &m.0), p)),
+    ) {
+        let title = i.title.as_deref().unwrap_or("");
+        changed |= i
+            .stats
+            .on_progress(s, conversation, &url, title, counts, now_ms);
+    }
     let reason = surface
         .as_deref()
         .and_then(|s| i.stats.get(s))
-        .and_then(|st| health::stale_light(st.stale_since_ms, i.now_ms, i.fast))
+        .and_then(|st| health::stale_light(st.stale_since_ms, now_ms, i.fast))
         .map(|_| health::ADAPTER_STALE);
     to_json(&ProbeOutput {
         stats: i.stats,
@@ -289,22 +357,15 @@ pub fn probe(input: &str) -> Result<String> {
     })
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReportsInput {
-    now_ms: u64,
-    #[serde(default)]
-    stats: Stats,
-    #[serde(default)]
-    fast: bool,
-}
-
 /// One report as the worker hands it back to [`reports_sent`].
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SentReport {
     surface: String,
     stale_since_ms: Option<u64>,
+    /// The paths' mark the report carried.
+    #[serde(default)]
+    paths: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -318,8 +379,9 @@ struct ReportsOutput {
 /// `{now_ms, stats, fast}` → `{body, sent}`: what the relay should be told about surfaces whose adapter went stale
 /// (or reads pages again) since it was last told (see [`health::pending_reports`]).
 pub fn capture_reports(input: &str) -> Result<String> {
-    let i: ReportsInput = parse(input)?;
-    let pending = health::pending_reports(&i.stats, i.now_ms, i.fast);
+    let i: Call = parse(input)?;
+    let now_ms = need(i.now_ms, "now_ms")?;
+    let pending = health::pending_reports(&i.stats, now_ms, i.fast);
     if pending.is_empty() {
         return to_json(&ReportsOutput {
             body: None,
@@ -328,10 +390,11 @@ pub fn capture_reports(input: &str) -> Result<String> {
     }
     let reports = pending
         .iter()
-        .map(|(surface, since, rule)| crate::health::CaptureReport {
-            surface: surface.clone(),
-            stale_since: since.map(|ms| crate::time::rfc3339(millis(ms))),
-            rule: rule.clone(),
+        .map(|p| crate::health::CaptureReport {
+            surface: p.surface.clone(),
+            stale_since: p.stale_since_ms.map(|ms| crate::time::rfc3339(millis(ms))),
+            rule: p.rule.clone(),
+            paths: p.paths.as_ref().map(|(_, r)| r.clone()),
         })
         .collect();
     let body = to_json(&crate::health::CaptureReports { reports })?;
@@ -339,20 +402,13 @@ pub fn capture_reports(input: &str) -> Result<String> {
         body: Some(body),
         sent: pending
             .into_iter()
-            .map(|(surface, stale_since_ms, _)| SentReport {
-                surface,
-                stale_since_ms,
+            .map(|p| SentReport {
+                surface: p.surface,
+                stale_since_ms: p.stale_since_ms,
+                paths: p.paths.map(|(m, _)| m),
             })
             .collect(),
     })
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReportsSentInput {
-    #[serde(default)]
-    stats: Stats,
-    sent: Vec<SentReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -364,10 +420,11 @@ struct StatsChanged {
 
 /// `{stats, sent}` → `{stats, changed}`: the relay accepted the reports of [`capture_reports`].
 pub fn reports_sent(input: &str) -> Result<String> {
-    let mut i: ReportsSentInput = parse(input)?;
+    let mut i: Call = parse(input)?;
+    let sent = need(i.sent.take(), "sent")?;
     let mut changed = false;
-    for r in &i.sent {
-        changed |= i.stats.mark_reported(&r.surface, r.stale_since_ms);
+    for r in &sent {
+        changed |= i.stats.mark_reported(&r.surface, r.stale_since_ms, r.paths);
     }
     to_json(&StatsChanged {
         stats: i.stats,
@@ -389,7 +446,7 @@ struct Toggled {
 /// changed}`. Skips the page's conversation, or resumes it when it was skipped; a page without a conversation
 /// (or a stale one) changes nothing.
 pub fn toggle_skip(input: &str) -> Result<String> {
-    let mut i: PageInput = parse(input)?;
+    let mut i = PageInput::parse(input)?;
     let (surface, p) = page(Registry::builtin(), &i);
     let Some(thread_id) = p.thread_id.filter(|_| surface.is_some()) else {
         return to_json(&Toggled {
@@ -408,16 +465,49 @@ pub fn toggle_skip(input: &str) -> Result<String> {
     })
 }
 
+#[derive(Debug, Serialize)]
+struct ForgottenOutput {
+    queue: QueueState,
+    skipped: SkipList,
+    /// Queued or held items of the thread that were dropped.
+    dropped: usize,
+    changed: bool,
+}
+
+/// The relay forgot a thread at the user's request: `{thread_id, queue, skipped}` → `{queue, skipped, dropped,
+/// changed}`. Nothing of the thread still waiting here is sent, and the conversation is skipped from now on (the
+/// badge resumes it), so what the page still shows is not captured again.
+pub fn forgotten(input: &str) -> Result<String> {
+    let mut i: Call = parse(input)?;
+    let thread_id = need(i.thread_id.take(), "thread_id")?;
+    let hyphenated = thread_id.len() == 36
+        && thread_id.bytes().enumerate().all(|(n, b)| {
+            if matches!(n, 8 | 13 | 18 | 23) {
+                b == b'-'
+            } else {
+                b.is_ascii_digit() || (b'a'..=b'f').contains(&b)
+            }
+        });
+    if !hyphenated {
+        return Err(ApiCallError::Refused(format!(
+            "thread_id {} is not a thread id",
+            crate::wire::quote_safely(&thread_id, 60)
+        )));
+    }
+    let dropped = i.queue.drop_thread(&thread_id);
+    let skipped = i.skipped.skip(&thread_id);
+    to_json(&ForgottenOutput {
+        queue: i.queue,
+        skipped: i.skipped,
+        dropped,
+        changed: dropped > 0 || skipped,
+    })
+}
+
 /// `["regex", ...]` → `[{index, pattern, message}]` of the invalid ones.
 pub fn validate_patterns(input: &str) -> Result<String> {
     let patterns: Vec<String> = parse(input)?;
     to_json(&Redactor::new(&patterns).1)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PatternsInput {
-    patterns: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -431,14 +521,15 @@ struct PatternsOutput {
 
 /// The popup saved its redaction box: `{patterns: [line, ...]}` → `{patterns, active, errors}`.
 pub fn set_patterns(input: &str) -> Result<String> {
-    let i: PatternsInput = parse(input)?;
-    if i.patterns.len() > MAX_PATTERN_LINES {
+    let i: Call = parse(input)?;
+    let patterns = need(i.patterns, "patterns")?;
+    if patterns.len() > MAX_PATTERN_LINES {
         return Err(ApiCallError::Refused(format!(
             "{} pattern lines, more than {MAX_PATTERN_LINES}",
-            i.patterns.len()
+            patterns.len()
         )));
     }
-    to_json(&compile_patterns(&i.patterns))
+    to_json(&compile_patterns(&patterns))
 }
 
 /// The non-empty lines, trimmed, and those of them the core's regex engine compiles.
@@ -477,17 +568,6 @@ const LEGACY_KEYS: [&str; 10] = [
     "testFastFlush",
 ];
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MigrateInput<'a> {
-    /// The whole `storage.local` area as read.
-    #[serde(borrow, default)]
-    local: Keyed<&'a RawValue>,
-    /// The relay base of the token record in the extension origin's IndexedDB, if there is one.
-    #[serde(default)]
-    token_relay: Option<String>,
-}
-
 /// The worker's state as it is kept in the extension origin's IndexedDB (one record per key).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -519,7 +599,7 @@ struct Migrated {
 /// the IndexedDB token record, else the default, takes its place). Redaction patterns are compiled again rather
 /// than trusted as active.
 pub fn migrate_legacy(input: &str) -> Result<String> {
-    let i: MigrateInput = parse(input)?;
+    let i: Call = parse(input)?;
     let raw = |k: &str| i.local.get(k).copied();
     let mut refused = Vec::new();
     let mut settings = stored::<Settings>(raw("settings"));
@@ -560,18 +640,12 @@ pub fn migrate_legacy(input: &str) -> Result<String> {
     })
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RedactInput {
-    text: String,
-    #[serde(default)]
-    patterns: Vec<String>,
-}
-
 /// `{text, patterns}` → the redacted text (as a JSON string).
 pub fn redact(input: &str) -> Result<String> {
-    let i: RedactInput = parse(input)?;
-    to_json(&redactor(&i.patterns).redact(&i.text))
+    let i: Call = parse(input)?;
+    let text = need(i.text, "text")?;
+    let patterns = i.patterns.unwrap_or_default();
+    to_json(&redactor(&patterns).redact(&text))
 }
 
 pub use policy::RawTurn;
@@ -610,6 +684,75 @@ struct CaptureInput<'a> {
     seen: SeenSet,
     #[serde(default)]
     fast: bool,
+    /// Set for a body the page itself received (then `turns` is `[]`).
+    #[serde(default, borrow)]
+    network: Option<NetworkInput<'a>>,
+}
+
+/// A body the page-world script teed, as the worker passes it on: what the page world said about the request
+/// (checked here, never trusted), the bridge's note and the network module's answer for the body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkInput<'a> {
+    surface: String,
+    kind: String,
+    /// The request's URL.
+    endpoint: String,
+    method: String,
+    /// The bridge's note: `too_large`, `aborted`.
+    #[serde(default)]
+    error: Option<String>,
+    /// `parseNetwork`'s answer when it parsed: `{conversation_id, turns}`; absent in the first call, which only
+    /// checks the endpoint, and when it did not parse.
+    #[serde(default, borrow)]
+    parsed: Option<&'a RawValue>,
+    /// `parseNetwork`'s error code when it did not parse (`stream_unparsed`, `stream_incomplete`, …).
+    #[serde(default)]
+    parse_error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ParsedBody {
+    conversation_id: Option<String>,
+    turns: Vec<ParsedTurn>,
+}
+
+/// The part of a `network::NetTurn` a capture uses.
+#[derive(Debug, Deserialize)]
+struct ParsedTurn {
+    message_key: String,
+    #[serde(default)]
+    parent_key: Option<String>,
+    role: wire::Role,
+    text: String,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    created_at_ms: Option<i64>,
+    #[serde(default)]
+    position: Option<u32>,
+    #[serde(default)]
+    on_current_branch: Option<bool>,
+    #[serde(default)]
+    hidden: bool,
+}
+
+/// What became of a network body.
+#[derive(Debug, Default, Serialize)]
+struct NetworkVerdict {
+    /// The endpoint is a known one of the page's surface and, after parsing, its turns went through capture.
+    accepted: bool,
+    /// The page's URL names no conversation yet: offer the body again once it does.
+    waiting: bool,
+    /// Why the body was refused: `other_surface`, `unknown_endpoint`, `foreign_conversation`,
+    /// `no_conversation_named`, `invalid_parse`.
+    refused: Option<String>,
+    /// The parser's error code (`stream_unparsed`, `stream_too_large`, `stream_incomplete`).
+    unparsed: Option<String>,
+    /// Turns in the body.
+    turns: usize,
+    /// Whether the worker should parse the body (the first call's answer).
+    parse: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -638,6 +781,9 @@ struct CaptureOutput {
     overflowed: usize,
     near_full: bool,
     queue_length: usize,
+    /// Set for a network body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    network: Option<NetworkVerdict>,
 }
 
 /// A content script's snapshot: `{url, tab_url, claimed_url, title, turns: [{role, text, message_key,
@@ -651,6 +797,49 @@ pub fn capture(input: &str) -> Result<String> {
 }
 
 fn capture_inner(input: CaptureInput) -> CaptureOutput {
+    if input.network.is_some() {
+        return capture_network(input);
+    }
+    capture_from(input, Source::Dom).0
+}
+
+/// A body the page itself received: `capture`'s input with `network` set and `turns: []`. Called twice by the
+/// worker: without `network.parsed` it only says whether to parse the body (`network.parse`: a known endpoint
+/// of the page's own surface); with it, the turns go through the same capture as a DOM read, as `path:
+/// "network"` items, into the page's conversation only.
+fn capture_network(mut input: CaptureInput) -> CaptureOutput {
+    let Some(net) = input.network.take() else {
+        return capture_from(input, Source::Dom).0;
+    };
+    let (mut out, verdict) = capture_from(input, Source::Network(&net));
+    out.network = Some(verdict);
+    out
+}
+
+/// Where the turns of a capture call come from.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// The content script's snapshot (`CaptureInput::turns`).
+    Dom,
+    /// A body the page itself received, already parsed by the network module.
+    Network(&'a NetworkInput<'a>),
+}
+
+/// One turn about to be normalised, redacted and queued.
+struct Candidate {
+    role: wire::Role,
+    /// Rendered text (before normalisation and redaction).
+    text: String,
+    message_key: Option<String>,
+    ordinal: Option<u32>,
+    site_ordinal: bool,
+    parent_key: Option<String>,
+    occurred_at: Option<String>,
+    network: bool,
+}
+
+fn capture_from(input: CaptureInput, source: Source<'_>) -> (CaptureOutput, NetworkVerdict) {
+    let mut verdict = NetworkVerdict::default();
     let cfg = config(input.fast);
     let registry = Registry::builtin();
     let mut out = CaptureOutput {
@@ -670,13 +859,17 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
         dropped_invalid: 0,
         overflowed: 0,
         near_full: false,
+        network: None,
     };
-    let turns = match policy::parse_turns(input.turns.get()) {
-        Ok(t) => t,
-        Err(e) => {
-            out.invalid = Some(e);
-            return out;
-        }
+    let turns = match source {
+        Source::Dom => match policy::parse_turns(input.turns.get()) {
+            Ok(t) => t,
+            Err(e) => {
+                out.invalid = Some(e);
+                return (out, verdict);
+            }
+        },
+        Source::Network(_) => Vec::new(),
     };
     let day = crate::time::day(millis(input.now_ms));
     let Some(url) = policy::vouched_url(
@@ -687,15 +880,16 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
         input.claimed_url.as_deref(),
     ) else {
         out.stale = true;
-        return out;
+        return (out, verdict);
     };
     let Some(m) = registry.match_url(url, &day) else {
-        return out;
+        return (out, verdict);
     };
     let surface = m.surface.id.clone();
     out.surface = Some(surface.clone());
     let Some(conversation_id) = m.conversation_id else {
-        return out;
+        verdict.waiting = true;
+        return (out, verdict);
     };
     let thread_id = crate::ids::thread_id(&surface, &conversation_id)
         .hyphenated()
@@ -708,10 +902,60 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
         &input.skipped,
     );
     if out.state != CaptureState::Capturing {
-        return out;
+        return (out, verdict);
+    }
+    let candidates: Vec<Candidate> = match source {
+        Source::Dom => {
+            let mut c = Vec::with_capacity(turns.len());
+            for turn in turns {
+                let rendered = match turn.doc.as_deref() {
+                    Some(doc) => match crate::capture::render::render_json(doc) {
+                        Some(text) => text,
+                        None => {
+                            out.dropped_invalid += 1;
+                            continue;
+                        }
+                    },
+                    None => turn.text.clone(),
+                };
+                let ordinal = turn
+                    .ordinal_raw
+                    .as_deref()
+                    .and_then(|raw| registry.ordinal(&surface, raw));
+                c.push(Candidate {
+                    role: turn.role,
+                    text: rendered,
+                    message_key: turn.message_key,
+                    site_ordinal: ordinal.is_some() && registry.ordinal_is_sites(&surface),
+                    ordinal,
+                    parent_key: None,
+                    occurred_at: None,
+                    network: false,
+                });
+            }
+            c
+        }
+        Source::Network(net) => {
+            match network_candidates(net, url, &surface, &conversation_id, &mut verdict) {
+                Some(c) => c,
+                None => {
+                    if let Some(code) = verdict.unparsed.as_deref()
+                        && code != "stream_incomplete"
+                    {
+                        out.changed |= out.stats.on_unparsed(&surface, code, input.now_ms);
+                    }
+                    return (out, verdict);
+                }
+            }
+        }
+    };
+    if !candidates.is_empty() {
+        out.changed |=
+            out.stats
+                .on_path(&surface, matches!(source, Source::Network(_)), input.now_ms);
     }
     let red = redactor(&input.patterns);
-    let url = registry::clean_url(url);
+    let url = registry.page_url(&m.surface.id, url);
     let title = input
         .title
         .as_deref()
@@ -727,28 +971,20 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
     let mut fresh = Vec::new();
     let mut keys = Vec::new();
     let mut in_snapshot: Vec<String> = Vec::new();
-    for turn in turns {
-        let rendered = match turn.doc.as_deref() {
-            Some(doc) => match crate::capture::render::render_json(doc) {
-                Some(text) => text,
-                None => {
-                    out.dropped_invalid += 1;
-                    continue;
-                }
-            },
-            None => turn.text.clone(),
+    for turn in candidates {
+        // A network turn is the site's source text: the DOM strip lines (labels the page renders) do not apply.
+        let text = if turn.network {
+            red.redact(&normalize(&turn.text))
+        } else {
+            red.redact(&normalize(
+                &registry.strip_lines(&surface, &normalize(&turn.text)),
+            ))
         };
-        let text = red.redact(&normalize(
-            &registry.strip_lines(&surface, &normalize(&rendered)),
-        ));
         if text.trim().is_empty() {
             out.dropped_empty += 1;
             continue;
         }
-        let ordinal = turn
-            .ordinal_raw
-            .as_deref()
-            .and_then(|raw| registry.ordinal(&surface, raw));
+        let ordinal = turn.ordinal;
         let message_key = turn
             .message_key
             .filter(|k| !k.is_empty())
@@ -765,6 +1001,17 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
         );
         obs.url = url.clone();
         obs.title = title.clone();
+        if ordinal.is_some() && turn.site_ordinal {
+            obs.turn.ordinal_source = Some(crate::identity::OrdinalSource::Site);
+        }
+        if turn.network {
+            obs.turn.path = Some(crate::identity::Path::Network);
+            obs.turn.parent_key = turn
+                .parent_key
+                .filter(|k| !k.is_empty())
+                .map(|k| truncate_bytes(&k, wire::MAX_FIELD_BYTES));
+            obs.turn.occurred_at = turn.occurred_at;
+        }
         if wire::validate(&obs).is_err() {
             out.dropped_invalid += 1;
             continue;
@@ -788,58 +1035,115 @@ fn capture_inner(input: CaptureInput) -> CaptureOutput {
     out.overflowed = enq.overflowed;
     out.near_full = enq.near_full;
     out.queue_length = out.queue.len();
-    out.changed = out.stats.on_capture(&surface, out.queued, out.overflowed);
-    out
+    out.changed |= out.stats.on_capture(&surface, out.queued, out.overflowed);
+    verdict.accepted = true;
+    (out, verdict)
 }
 
-fn truncate_bytes(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
+/// The turns of a network body for the page's conversation, or `None` with the reason in `verdict`. The request
+/// must be a known endpoint of the page's own surface on the page's own host (`network::endpoints`); the body's
+/// conversation must be the page's: the one the body names, or — when it names none — one the request's URL
+/// names. Without `parsed` it only sets `verdict.parse`.
+fn network_candidates(
+    net: &NetworkInput<'_>,
+    page_url: &str,
+    surface: &str,
+    conversation_id: &str,
+    verdict: &mut NetworkVerdict,
+) -> Option<Vec<Candidate>> {
+    use crate::network::Surface;
+    use crate::network::endpoints::{self, Transport};
+    let refuse = |verdict: &mut NetworkVerdict, why: &str| {
+        verdict.refused = Some(why.to_owned());
+        None
+    };
+    let Some(s) = Surface::from_id(surface).filter(|s| Surface::from_id(&net.surface) == Some(*s))
+    else {
+        return refuse(verdict, "other_surface");
+    };
+    let host = page_url
+        .strip_prefix("https://")
+        .and_then(|r| r.split(['/', '?', '#']).next())
+        .unwrap_or("");
+    let transport = if net.endpoint.starts_with("wss://") {
+        Transport::WebSocket
+    } else {
+        Transport::Fetch
+    };
+    match endpoints::endpoint(s, transport, &net.method, &net.endpoint, host) {
+        Some(k) if k.as_str() == net.kind => {}
+        _ => return refuse(verdict, "unknown_endpoint"),
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
+    if let Some(code) = &net.parse_error {
+        // A stream the page aborted is cut short, not a format the parser no longer understands.
+        verdict.unparsed = Some(if net.error.as_deref() == Some("aborted") {
+            "stream_incomplete".to_owned()
+        } else {
+            crate::network::short(code)
+        });
+        return None;
     }
-    s[..end].to_owned()
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NextBatchInput {
-    #[serde(default)]
-    queue: QueueState,
-    now_ms: u64,
-    #[serde(default)]
-    fast: bool,
+    let Some(parsed) = net.parsed else {
+        verdict.parse = net.error.as_deref() != Some("too_large");
+        if net.error.as_deref() == Some("too_large") {
+            verdict.unparsed = Some("stream_too_large".to_owned());
+        }
+        return None;
+    };
+    let Ok(body) = serde_json::from_str::<ParsedBody>(parsed.get()) else {
+        return refuse(verdict, "invalid_parse");
+    };
+    verdict.turns = body.turns.len();
+    match body.conversation_id.as_deref() {
+        Some(c) if c == conversation_id => {}
+        Some(_) => return refuse(verdict, "foreign_conversation"),
+        None => {
+            let path = net.endpoint.split('#').next().unwrap_or("");
+            let named = path
+                .split(['/', '?', '&', '='])
+                .any(|seg| seg == conversation_id);
+            if !named {
+                return refuse(verdict, "no_conversation_named");
+            }
+        }
+    }
+    Some(
+        body.turns
+            .into_iter()
+            .filter(|t| !t.hidden && matches!(t.role, wire::Role::User | wire::Role::Assistant))
+            .take(policy::MAX_NETWORK_TURNS)
+            .map(|t| {
+                let text = match t.reasoning.as_deref().map(str::trim) {
+                    Some(r) if !r.is_empty() && t.text.is_empty() => {
+                        format!("[reasoning]\n{r}\n[/reasoning]")
+                    }
+                    Some(r) if !r.is_empty() => {
+                        format!("[reasoning]\n{r}\n[/reasoning]\n\n{}", t.text)
+                    }
+                    _ => t.text,
+                };
+                let on_branch = t.on_current_branch == Some(true);
+                Candidate {
+                    role: t.role,
+                    text,
+                    message_key: Some(t.message_key),
+                    ordinal: t.position.filter(|_| on_branch),
+                    site_ordinal: on_branch,
+                    parent_key: t.parent_key,
+                    occurred_at: t.created_at_ms.map(crate::time::rfc3339),
+                    network: true,
+                }
+            })
+            .collect(),
+    )
 }
 
 /// `{queue, now_ms, fast}` → `{action: send, ids, body} | {action: wait, ms} | {action: idle} | {action: sign_in_required}`.
 pub fn next_batch(input: &str) -> Result<String> {
-    let i: NextBatchInput = parse(input)?;
-    let next: Next = i.queue.next_batch(i.now_ms, &config(i.fast));
+    let i: Call = parse(input)?;
+    let now_ms = need(i.now_ms, "now_ms")?;
+    let next: Next = i.queue.next_batch(now_ms, &config(i.fast));
     to_json(&next)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OutcomeInput {
-    #[serde(default)]
-    queue: QueueState,
-    #[serde(default)]
-    stats: Stats,
-    ids: Vec<u64>,
-    /// HTTP status of the POST, or 0 when the request did not complete (then `error` says why).
-    status: u16,
-    #[serde(default)]
-    body: String,
-    /// The `Retry-After` header as received; only its delay-seconds form is used.
-    #[serde(default)]
-    retry_after: Option<String>,
-    #[serde(default)]
-    error: String,
-    now_ms: u64,
-    #[serde(default)]
-    fast: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -853,22 +1157,23 @@ struct OutcomeOutput {
 /// `{queue, stats, ids, status, body, retry_after, error, now_ms, fast}` (status 0: the request did not
 /// complete) → `{queue, stats, applied: {wipe_token, acknowledged, rejected, retry_in_ms}, queue_length}`.
 pub fn on_outcome(input: &str) -> Result<String> {
-    let mut i: OutcomeInput = parse(input)?;
-    let outcome = if i.status == 0 {
+    let mut i: Call = parse(input)?;
+    let now_ms = need(i.now_ms, "now_ms")?;
+    let status = need(i.status, "status")?;
+    let ids = need(i.ids.take(), "ids")?;
+    let outcome = if status == 0 {
         Outcome::Network {
             message: std::mem::take(&mut i.error),
         }
     } else {
         Outcome::Http {
-            status: i.status,
+            status,
             body: std::mem::take(&mut i.body),
             retry_after_s: i.retry_after.as_deref().and_then(|h| h.trim().parse().ok()),
         }
     };
-    let applied = i
-        .queue
-        .on_outcome(&i.ids, &outcome, i.now_ms, &config(i.fast));
-    i.stats.on_outcome(&applied, i.now_ms);
+    let applied = i.queue.on_outcome(&ids, &outcome, now_ms, &config(i.fast));
+    i.stats.on_outcome(&applied, now_ms);
     let queue_length = i.queue.len();
     to_json(&OutcomeOutput {
         queue: i.queue,
@@ -876,23 +1181,6 @@ pub fn on_outcome(input: &str) -> Result<String> {
         applied,
         queue_length,
     })
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PairInput {
-    /// What the user typed (empty: the relay in the settings).
-    #[serde(default)]
-    relay_url: String,
-    code: String,
-    #[serde(default)]
-    settings: Settings,
-    /// The browser's user agent (names the device on the relay).
-    #[serde(default)]
-    user_agent: String,
-    /// The user ticked the override that allows plain http to a relay that is not on this computer.
-    #[serde(default)]
-    allow_plain_http: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -912,7 +1200,8 @@ struct PairBody<'a> {
 /// relay base to POST `/v1/pair` under, and the body to send) or `{error}` for the user. The relay must be
 /// `https`, or plain `http` on a loopback host, unless `allow_plain_http`.
 pub fn pair_request(input: &str) -> Result<String> {
-    let i: PairInput = parse(input)?;
+    let i: Call = parse(input)?;
+    let code = need(i.code.as_deref(), "code")?;
     let typed = i.relay_url.trim();
     let relay = settings::relay_base(
         if typed.is_empty() {
@@ -922,7 +1211,7 @@ pub fn pair_request(input: &str) -> Result<String> {
         },
         i.allow_plain_http,
     );
-    let code = i.code.trim();
+    let code = code.trim();
     to_json(&match relay {
         Err(e) => PairRequest::Refused {
             error: e.to_string(),
@@ -944,15 +1233,6 @@ pub fn pair_request(input: &str) -> Result<String> {
     })
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PairResponseInput {
-    status: u16,
-    /// The response body as received.
-    #[serde(default)]
-    body: String,
-}
-
 /// The part of the relay's pairing answer the extension keeps.
 #[derive(Debug, Deserialize)]
 struct Token {
@@ -969,28 +1249,18 @@ enum PairResult {
 /// The relay answered `/v1/pair`: `{status, body}` → `{token}`, or `{error}` for the user (the relay's
 /// `{code, message, hint}` when it sent one).
 pub fn pair_response(input: &str) -> Result<String> {
-    let i: PairResponseInput = parse(input)?;
-    if (200..300).contains(&i.status)
+    let i: Call = parse(input)?;
+    let status = need(i.status, "status")?;
+    if (200..300).contains(&status)
         && let Ok(t) = serde_json::from_str::<Token>(&i.body)
     {
         return to_json(&PairResult::Paired { token: t.token });
     }
     let error = match serde_json::from_str::<wire::ApiError>(&i.body) {
         Ok(e) => format!("Pairing failed: {}. {}", e.message, e.hint),
-        Err(_) => format!("Pairing failed: HTTP {}.", i.status),
+        Err(_) => format!("Pairing failed: HTTP {}.", status),
     };
     to_json(&PairResult::Failed { error })
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PairedInput {
-    #[serde(default)]
-    queue: QueueState,
-    #[serde(default)]
-    settings: Settings,
-    /// The relay base that issued the token (as `pair_request` returned it).
-    relay: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -1002,24 +1272,16 @@ struct Paired {
 /// `{queue, settings, relay}` → `{queue, settings}` after a successful pairing with `relay`: sending is allowed
 /// again, right away, and the settings name that relay.
 pub fn on_paired(input: &str) -> Result<String> {
-    let mut i: PairedInput = parse(input)?;
-    let relay = settings::parse_relay_url(&i.relay)
-        .ok_or_else(|| ApiCallError::Refused(format!("`{}` is not a relay URL", i.relay)))?
+    let mut i: Call = parse(input)?;
+    let relay_in = need(i.relay.take(), "relay")?;
+    let relay = settings::parse_relay_url(&relay_in)
+        .ok_or_else(|| ApiCallError::Refused(format!("`{}` is not a relay URL", relay_in)))?
         .base;
     i.queue.on_paired();
     to_json(&Paired {
         queue: i.queue,
         settings: i.settings.paired_with(&relay),
     })
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SummaryInput {
-    #[serde(default)]
-    queue: QueueState,
-    #[serde(default)]
-    fast: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -1050,29 +1312,8 @@ fn summary(q: &QueueState, fast: bool) -> QueueSummary {
 /// `{queue, fast}` → `{queue_length, held, held_reasons: [{code, message, count, oldest_ms}], held_dropped, sent,
 /// near_full, sign_in_required, last_error}`.
 pub fn queue_summary(input: &str) -> Result<String> {
-    let i: SummaryInput = parse(input)?;
+    let i: Call = parse(input)?;
     to_json(&summary(&i.queue, i.fast))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PopupInput {
-    now_ms: u64,
-    #[serde(default)]
-    settings: Settings,
-    #[serde(default)]
-    stats: Stats,
-    #[serde(default)]
-    queue: QueueState,
-    #[serde(default)]
-    fast: bool,
-    #[serde(default)]
-    patterns: Vec<String>,
-    /// A device token is held.
-    paired: bool,
-    /// The relay's `GET /v1/me/capture-health` body as received (`null`: not paired, or no answer).
-    #[serde(default)]
-    relay_health: Option<String>,
 }
 
 /// What the popup shows (camelCase: popup.js reads it as it is).
@@ -1095,21 +1336,25 @@ struct PopupState {
     patterns: Vec<String>,
     pattern_errors: Vec<PatternError>,
     surfaces: Vec<SurfaceRow>,
+    /// Conversations whose capture is incomplete (see [`super::progress::incomplete`]).
+    incomplete: Vec<super::progress::IncompleteRow>,
 }
 
 /// `{now_ms, settings, stats, queue, fast, patterns, paired, relay_health}` → the popup's state: settings, pairing
 /// (`signInRequired` after a 401, or once paired and the token is gone), the queue's counts, the pattern errors,
 /// and one row per surface with its traffic light (see [`health::surface_rows`]).
 pub fn popup_state(input: &str) -> Result<String> {
-    let i: PopupInput = parse(input)?;
+    let i: Call = parse(input)?;
+    let (now_ms, paired) = (need(i.now_ms, "now_ms")?, need(i.paired, "paired")?);
+    let patterns = i.patterns.unwrap_or_default();
     let relay = i
         .relay_health
         .as_deref()
         .and_then(health::parse_relay_health);
     let q = summary(&i.queue, i.fast);
     to_json(&PopupState {
-        paired: i.paired,
-        sign_in_required: q.sign_in_required || (!i.paired && i.settings.ever_paired),
+        paired,
+        sign_in_required: q.sign_in_required || (!paired && i.settings.ever_paired),
         queue_length: q.queue_length,
         held: q.held,
         held_reasons: q.held_reasons,
@@ -1119,36 +1364,19 @@ pub fn popup_state(input: &str) -> Result<String> {
         near_full: q.near_full,
         last_error: q.last_error,
         relay_reachable: relay.is_some(),
-        pattern_errors: Redactor::new(&i.patterns).1,
+        pattern_errors: Redactor::new(&patterns).1,
+        incomplete: super::progress::incomplete(Registry::builtin(), &i.stats, &i.queue),
         surfaces: health::surface_rows(
             Registry::builtin(),
             &i.settings,
             &i.stats,
             relay.as_ref(),
-            i.now_ms,
+            now_ms,
             i.fast,
         ),
-        patterns: i.patterns,
+        patterns,
         settings: i.settings,
     })
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MaintainInput {
-    #[serde(default)]
-    queue: QueueState,
-    now_ms: u64,
-    /// The extension's version (its manifest's).
-    app_version: String,
-    /// The relay base the token is bound to, and its `GET /v1/health` body as received (either absent: the relay
-    /// is not known now).
-    #[serde(default)]
-    relay: Option<String>,
-    #[serde(default)]
-    relay_health: Option<String>,
-    #[serde(default)]
-    fast: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -1166,7 +1394,9 @@ struct MaintainOutput {
 /// extension version or another relay (base, version or limits) their one retry; see
 /// [`QueueState::maintain`].
 pub fn maintain(input: &str) -> Result<String> {
-    let mut i: MaintainInput = parse(input)?;
+    let mut i: Call = parse(input)?;
+    let now_ms = need(i.now_ms, "now_ms")?;
+    let app_version = need(i.app_version.take(), "app_version")?;
     let relay = i
         .relay
         .as_deref()
@@ -1174,20 +1404,13 @@ pub fn maintain(input: &str) -> Result<String> {
         .and_then(|(base, body)| super::queue::relay_fingerprint(base, body));
     let m = i
         .queue
-        .maintain(i.now_ms, &i.app_version, relay.as_deref(), &config(i.fast));
+        .maintain(now_ms, &app_version, relay.as_deref(), &config(i.fast));
     to_json(&MaintainOutput {
         queue: i.queue,
         requeued: m.requeued,
         expired: m.expired,
         changed: m.changed,
     })
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClearHeldInput {
-    #[serde(default)]
-    queue: QueueState,
 }
 
 #[derive(Debug, Serialize)]
@@ -1198,7 +1421,7 @@ struct ClearHeldOutput {
 
 /// The popup's "Clear held" button: `{queue}` → `{queue, cleared}` with every held item dropped.
 pub fn clear_held(input: &str) -> Result<String> {
-    let mut i: ClearHeldInput = parse(input)?;
+    let mut i: Call = parse(input)?;
     let cleared = i.queue.clear_held();
     to_json(&ClearHeldOutput {
         queue: i.queue,
@@ -1206,28 +1429,13 @@ pub fn clear_held(input: &str) -> Result<String> {
     })
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IntentsInput<'a> {
-    #[serde(default)]
-    settings: Settings,
-    /// The whole `storage.session` area.
-    #[serde(borrow, default)]
-    session: Keyed<&'a RawValue>,
-    /// The key of a messaged intent, with its patch.
-    #[serde(default)]
-    intent: Option<String>,
-    #[serde(borrow, default)]
-    patch: Option<&'a RawValue>,
-    now_ms: u64,
-}
-
 /// `{settings, session, intent, patch, now_ms}` → `{settings, processed, changed, applied, remove, error,
 /// ignored}`: every intent recorded in `session` and the messaged one applied once, oldest first (see
 /// [`settings::apply_intents`]). Persist `settings` when `changed`; write `applied` as `settingsApplied` and
 /// delete `remove` when `processed`; report `error` to the sender of the message.
 pub fn apply_intents(input: &str) -> Result<String> {
-    let i: IntentsInput = parse(input)?;
+    let i: Call = parse(input)?;
+    let now_ms = need(i.now_ms, "now_ms")?;
     let extra = match (&i.intent, i.patch) {
         (Some(k), Some(p)) => Some((k.as_str(), p)),
         (None, None) => None,
@@ -1241,7 +1449,7 @@ pub fn apply_intents(input: &str) -> Result<String> {
         &i.settings,
         &i.session,
         extra,
-        i.now_ms,
+        now_ms,
         Registry::builtin(),
     ))
 }
@@ -1283,6 +1491,119 @@ mod tests {
         })
     }
 
+    /// A network body as the worker passes it: `parsed` is what `network::parse_network_json` answered.
+    fn net_call(
+        url: &str,
+        surface: &str,
+        endpoint: &str,
+        method: &str,
+        body: Option<&[u8]>,
+    ) -> Value {
+        let mut input = snapshot(json!([]), json!({}), json!({}));
+        input["url"] = json!(url);
+        input["network"] = json!({"surface": surface, "kind": if method == "GET" { "conversation" } else { "stream" },
+            "endpoint": endpoint, "method": method});
+        if let Some(b) = body {
+            let kind = if method == "GET" {
+                "conversation"
+            } else {
+                "stream"
+            };
+            let parsed: Value =
+                serde_json::from_str(&crate::network::parse_network_json(surface, kind, b))
+                    .unwrap();
+            if parsed["ok"].is_object() {
+                input["network"]["parsed"] = parsed["ok"].clone();
+            } else {
+                input["network"]["parse_error"] = parsed["error"]["code"].clone();
+            }
+        }
+        call(capture, input)
+    }
+
+    const NET: &str = "../shared/tests/fixtures/network";
+
+    fn stream_answer() -> Vec<u8> {
+        std::fs::read(format!(
+            "{}/{NET}/chatgpt/stream-answer/stream.sse",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn network_body_lands_only_in_the_pages_conversation_from_a_known_endpoint() {
+        let cid = "6740a3f2-1c9e-8001-b2a4-3f0e8d7c1a55";
+        let page = format!("https://chatgpt.com/c/{cid}");
+        let ep = "https://chatgpt.com/backend-api/f/conversation";
+        let body = stream_answer();
+        // First call: only whether to parse.
+        let first = net_call(&page, "chatgpt", ep, "POST", None);
+        assert_eq!(first["network"]["parse"], true, "{first}");
+        assert_eq!(first["queued"], 0);
+        // Parsed: both turns queued as network-path items with the site's ids.
+        let out = net_call(&page, "chatgpt", ep, "POST", Some(&body));
+        assert_eq!(out["queued"], 2, "{out}");
+        let item: Value =
+            serde_json::from_str(out["queue"]["items"][1]["json"].as_str().unwrap()).unwrap();
+        assert_eq!(item["turn"]["path"], "network");
+        assert_eq!(
+            item["turn"]["message_key"],
+            "a1b2c3d4-0002-4000-8000-000000000002"
+        );
+        assert_eq!(
+            item["turn"]["parent_key"],
+            "a1b2c3d4-0001-4000-8000-000000000001"
+        );
+        assert_eq!(item["conversation_id"], cid);
+        wire::parse_observation(&item).unwrap();
+        assert!(
+            out["stats"]["browser-ext:chatgpt"]["networkMs"].is_number(),
+            "{out}"
+        );
+
+        // Another conversation's page: the body names its own, refused.
+        let other = net_call(
+            "https://chatgpt.com/c/0b7d2e94",
+            "chatgpt",
+            ep,
+            "POST",
+            Some(&body),
+        );
+        assert_eq!(
+            other["network"]["refused"], "foreign_conversation",
+            "{other}"
+        );
+        assert_eq!(other["queued"], 0);
+        // No conversation in the URL yet: wait.
+        let new_chat = net_call("https://chatgpt.com/", "chatgpt", ep, "POST", Some(&body));
+        assert_eq!(new_chat["network"]["waiting"], true, "{new_chat}");
+        // Unknown endpoint, another host, another surface's claim.
+        for (surface, endpoint) in [
+            ("chatgpt", "https://chatgpt.com/backend-api/other"),
+            ("chatgpt", "https://evil.example/backend-api/f/conversation"),
+            ("claude", ep),
+        ] {
+            let r = net_call(&page, surface, endpoint, "POST", Some(&body));
+            assert_eq!(r["queued"], 0, "{r}");
+            assert!(r["network"]["refused"].is_string(), "{r}");
+        }
+        // A body the parser does not understand: recorded for the surface, nothing queued.
+        let bad = net_call(
+            &page,
+            "chatgpt",
+            ep,
+            "POST",
+            Some(b"event: delta\ndata: <html>\n\n"),
+        );
+        assert_eq!(bad["network"]["unparsed"], "stream_unparsed", "{bad}");
+        assert_eq!(
+            bad["stats"]["browser-ext:chatgpt"]["unparsed"],
+            "stream_unparsed"
+        );
+        assert_eq!(bad["changed"], true);
+    }
+
     #[test]
     fn capture_normalises_redacts_hashes_and_dedupes() {
         let turns = json!([
@@ -1306,6 +1627,8 @@ mod tests {
             "Here is my key API_KEY=[REDACTED:env] and [REDACTED:custom]"
         );
         assert_eq!(first["turn"]["ordinal"], 0);
+        // ChatGPT numbers its turns itself (`conversation-turn-N`): the ordinal names a slot (wire v2).
+        assert_eq!(first["turn"]["ordinal_source"], "site");
         assert_eq!(first["turn"]["message_key"], "m1");
         assert_eq!(first["url"], "https://chatgpt.com/c/abc-1");
         assert_eq!(first["source_surface"], "browser-ext:chatgpt");
@@ -1315,12 +1638,14 @@ mod tests {
         wire::parse_observation(first).unwrap();
         let second: Value = serde_json::from_str(items[1]["json"].as_str().unwrap()).unwrap();
         assert_eq!(second["turn"]["content"], "Noted.");
+        // No ordinal, no ordinal source; the path is never sent by the DOM path (the surface implies it).
+        assert!(second["turn"].get("ordinal_source").is_none());
+        assert!(second["turn"].get("path").is_none());
 
-        // Same snapshot again, with the persisted state: nothing new.
-        let again = call(
-            capture,
-            snapshot(turns, out["queue"].clone(), out["seen"].clone()),
-        );
+        // Same snapshot again, with the persisted state (stats included): nothing new.
+        let mut same = snapshot(turns, out["queue"].clone(), out["seen"].clone());
+        same["stats"] = out["stats"].clone();
+        let again = call(capture, same);
         assert_eq!(again["queued"], 0);
         assert_eq!(again["already_seen"], 2);
         assert_eq!(again["queue_length"], 2);
@@ -1596,6 +1921,48 @@ mod tests {
             assert_eq!(out["changed"], false);
             assert_eq!(out["queue"], queued["queue"]);
         }
+    }
+
+    #[test]
+    fn a_forgotten_thread_leaves_the_queue_and_is_skipped_from_then_on() {
+        let turns =
+            json!([{"role": "user", "text": "forget me"}, {"role": "assistant", "text": "gone"}]);
+        let a = call(capture, snapshot(turns.clone(), json!({}), json!({})));
+        let mut other = snapshot(turns, a["queue"].clone(), json!({}));
+        other["url"] = json!("https://chatgpt.com/c/keep-2");
+        let b = call(capture, other);
+        assert_eq!(b["queue"]["items"].as_array().unwrap().len(), 4);
+        let forget = crate::ids::thread_id("browser-ext:chatgpt", "abc-1").to_string();
+        let out = call(
+            forgotten,
+            json!({"thread_id": forget, "queue": b["queue"], "skipped": []}),
+        );
+        assert_eq!(out["dropped"], 2);
+        assert_eq!(out["changed"], true);
+        assert_eq!(out["skipped"], json!([forget]));
+        let left = out["queue"]["items"].as_array().unwrap();
+        assert_eq!(left.len(), 2);
+        assert!(
+            left.iter().all(|i| i["conversation"] == "keep-2"),
+            "{left:?}"
+        );
+        // The conversation's page is skipped from then on.
+        let page = call(
+            page_state,
+            json!({"url": "https://chatgpt.com/c/abc-1", "now_ms": NOW, "settings": chatgpt_on(),
+                   "skipped": out["skipped"]}),
+        );
+        assert_eq!(page["state"], "skipped");
+        // Again: nothing left to drop, already skipped.
+        let again = call(
+            forgotten,
+            json!({"thread_id": forget, "queue": out["queue"], "skipped": out["skipped"]}),
+        );
+        assert_eq!(
+            (again["dropped"].as_u64(), again["changed"].as_bool()),
+            (Some(0), Some(false))
+        );
+        assert!(forgotten(&json!({"thread_id": "../etc", "queue": {}}).to_string()).is_err());
     }
 
     #[test]

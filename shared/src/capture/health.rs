@@ -83,11 +83,7 @@ pub fn stale_light(stale_since_ms: Option<u64>, now_ms: u64, fast: bool) -> Opti
 /// What this device should tell the relay about each surface's adapter (`POST /v1/me/capture-reports`): the
 /// surfaces whose stale state, as the relay should see it, differs from what the relay was last told. A surface
 /// counts as stale for the relay once its light says so ([`stale_light`]); `stale_since` is when it started.
-pub fn pending_reports(
-    stats: &Stats,
-    now_ms: u64,
-    fast: bool,
-) -> Vec<(String, Option<u64>, Option<String>)> {
+pub fn pending_reports(stats: &Stats, now_ms: u64, fast: bool) -> Vec<Pending> {
     stats
         .0
         .iter()
@@ -95,9 +91,40 @@ pub fn pending_reports(
             let want = st
                 .stale_since_ms
                 .filter(|_| stale_light(st.stale_since_ms, now_ms, fast).is_some());
-            (want != st.stale_reported_ms).then(|| (surface.to_owned(), want, st.last_rule.clone()))
+            let mark = st.paths_mark();
+            let paths_due = mark.is_some() && mark != st.paths_reported;
+            (want != st.stale_reported_ms || paths_due).then(|| Pending {
+                surface: surface.to_owned(),
+                stale_since_ms: want,
+                rule: st.last_rule.clone(),
+                paths: mark.map(|m| {
+                    let t = |ms: Option<u64>| {
+                        ms.and_then(|v| i64::try_from(v).ok())
+                            .map(crate::time::rfc3339)
+                    };
+                    (
+                        m,
+                        crate::health::PathReport {
+                            dom_at: t(st.dom_ms),
+                            network_at: t(st.network_ms),
+                            unparsed_since: t(st.unparsed_ms),
+                            unparsed: st.unparsed.clone(),
+                        },
+                    )
+                }),
+            })
         })
         .collect()
+}
+
+/// One surface's report due to the relay, with the paths' mark it carries (see
+/// [`crate::capture::policy::SurfaceStats::paths_mark`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub surface: String,
+    pub stale_since_ms: Option<u64>,
+    pub rule: Option<String>,
+    pub paths: Option<(u64, crate::health::PathReport)>,
 }
 
 /// One row of the popup's site list.
@@ -118,6 +145,10 @@ pub struct SurfaceRow {
     pub reason: Option<String>,
     /// The message-root rule that matched at the last read (debugging).
     pub rule: Option<String>,
+    /// Which capture paths work: `dom`, `network`, `both` or `none` (`None`: this surface has no network path).
+    pub paths: Option<String>,
+    /// `stream_unparsed` (or `stream_too_large`) while the site's responses fail to parse.
+    pub unparsed: Option<String>,
 }
 
 /// The site list with each surface's light at `now_ms`: this browser's stats and the relay's view, the newer of
@@ -155,8 +186,35 @@ pub fn surface_rows(
                 (Light::Green, Some(Light::Yellow)) => Light::Yellow,
                 (l, _) => l,
             };
+            let rp = r.and_then(|r| r.paths.as_ref());
+            let newest =
+                |a: Option<u64>, b: Option<u64>| a.max(b).and_then(|v| i64::try_from(v).ok());
+            let dom = newest(local.dom_ms, rp.and_then(|p| at(p.dom_at.as_deref())));
+            let network = newest(
+                local.network_ms,
+                rp.and_then(|p| at(p.network_at.as_deref())),
+            );
+            let unparsed_ms = newest(
+                local.unparsed_ms,
+                rp.and_then(|p| at(p.unparsed_since.as_deref())),
+            );
+            let unparsed = local
+                .unparsed
+                .clone()
+                .or_else(|| rp.and_then(|p| p.unparsed.clone()))
+                .filter(|_| unparsed_ms.is_some_and(|u| network.is_none_or(|n| u >= n)));
+            let has_network = crate::network::Surface::from_id(&s.id).is_some();
+            let paths = has_network.then(|| {
+                crate::health::working_paths(dom, network, unparsed_ms, now_ms as i64).to_owned()
+            });
             SurfaceRow {
-                reason: stale.map(|_| ADAPTER_STALE.to_owned()),
+                paths,
+                reason: stale.map(|_| ADAPTER_STALE.to_owned()).or_else(|| {
+                    unparsed
+                        .as_ref()
+                        .map(|_| crate::health::STREAM_UNPARSED.to_owned())
+                }),
+                unparsed,
                 rule: local.last_rule.clone(),
                 id: s.id.clone(),
                 name: s.name.clone(),

@@ -11,6 +11,7 @@ pub mod health;
 pub mod keyed;
 pub mod normalize;
 pub mod policy;
+pub mod progress;
 pub mod queue;
 pub mod redact;
 pub mod registry;

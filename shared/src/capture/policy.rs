@@ -110,6 +110,14 @@ impl SkipList {
         true
     }
 
+    /// Skips `thread_id` (no change when it already is); returns whether anything changed.
+    pub fn skip(&mut self, thread_id: &str) -> bool {
+        if self.contains(thread_id) {
+            return false;
+        }
+        self.toggle(thread_id)
+    }
+
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -136,6 +144,9 @@ pub struct RawTurn {
     #[serde(default)]
     pub ordinal_raw: Option<String>,
 }
+
+/// The most turns one network body (a conversation JSON) may queue.
+pub const MAX_NETWORK_TURNS: usize = 5000;
 
 /// The turns of a content script's message, checked against the limits above; the error says which turn broke
 /// which limit. A message that breaks one is refused whole (a content script never sends one).
@@ -212,6 +223,46 @@ pub struct SurfaceStats {
     /// stale report of this device for the surface.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stale_reported_ms: Option<u64>,
+    /// The conversations of this surface read most recently, with what their pages showed and what was queued
+    /// (see [`super::progress`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conversations: Vec<super::progress::ConversationProgress>,
+    /// When a DOM read of this surface last found turns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dom_ms: Option<u64>,
+    /// When a body the page received (network path) last gave turns of this surface.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_ms: Option<u64>,
+    /// When a body from one of this surface's known endpoints last failed to parse (`stream_unparsed`), and the
+    /// parser's code for it; cleared by the next body that parses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unparsed_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unparsed: Option<String>,
+    /// What the relay was last told about the paths ([`SurfaceStats::paths_mark`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paths_reported: Option<u64>,
+}
+
+/// Paths are reported again when a path's time moves to a new 10-minute slot or the unparsed state changes.
+const PATHS_SLOT_MS: u64 = 10 * 60_000;
+
+impl SurfaceStats {
+    /// A mark of what the relay should know about the paths: `None` when there is nothing to tell.
+    pub fn paths_mark(&self) -> Option<u64> {
+        if self.dom_ms.is_none() && self.network_ms.is_none() && self.unparsed_ms.is_none() {
+            return None;
+        }
+        let slot = |t: Option<u64>| t.map_or(u64::MAX, |t| t / PATHS_SLOT_MS);
+        // Slots and the unparsed time, mixed into one number (a mark, not a secret).
+        Some(
+            slot(self.dom_ms)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .rotate_left(17)
+                ^ slot(self.network_ms).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+                ^ self.unparsed_ms.map_or(u64::MAX, |t| t).rotate_left(31),
+        )
+    }
 }
 
 /// What a content script saw on a conversation page at its last read, whether or not it found turns.
@@ -227,6 +278,12 @@ pub struct Probe {
     /// The rank of the `message_roots` rule that matched (`None`: none did).
     #[serde(default)]
     pub rank: Option<u32>,
+    /// While the page is captured: complete turns this conversation's page has shown, and how many of them the
+    /// worker took (see [`super::progress`]).
+    #[serde(default)]
+    pub shown: Option<u32>,
+    #[serde(default)]
+    pub sent: Option<u32>,
 }
 
 impl Probe {
@@ -268,11 +325,41 @@ impl Stats {
     }
 
     /// The relay now holds `stale_since_ms` (or no stale report) of this device for `surface`.
-    pub fn mark_reported(&mut self, surface: &str, stale_since_ms: Option<u64>) -> bool {
+    pub fn mark_reported(
+        &mut self,
+        surface: &str,
+        stale_since_ms: Option<u64>,
+        paths: Option<u64>,
+    ) -> bool {
         let st = self.entry(surface);
-        let changed = st.stale_reported_ms != stale_since_ms;
+        let mut changed = st.stale_reported_ms != stale_since_ms;
         st.stale_reported_ms = stale_since_ms;
+        if paths.is_some() && st.paths_reported != paths {
+            st.paths_reported = paths;
+            changed = true;
+        }
         changed
+    }
+
+    /// Records what a conversation page showed and queued at its last read; returns whether anything changed.
+    pub fn on_progress(
+        &mut self,
+        surface: &str,
+        conversation_id: &str,
+        url: &str,
+        title: &str,
+        counts: super::progress::PageCounts,
+        now_ms: u64,
+    ) -> bool {
+        let st = self.entry(surface);
+        super::progress::record(
+            &mut st.conversations,
+            conversation_id,
+            url,
+            title,
+            counts,
+            now_ms,
+        )
     }
 
     /// Counts a capture; returns whether anything changed.
@@ -283,6 +370,38 @@ impl Stats {
         let st = self.entry(surface);
         st.captured += queued as u64;
         st.overflowed += overflowed as u64;
+        true
+    }
+
+    /// Records which capture path gave turns at `now_ms` (`network`: a body the page received, else a DOM read);
+    /// returns whether anything changed. Kept at minute resolution so repeated reads do not rewrite state.
+    pub fn on_path(&mut self, surface: &str, network: bool, now_ms: u64) -> bool {
+        let st = self.entry(surface);
+        let slot = if network {
+            &mut st.network_ms
+        } else {
+            &mut st.dom_ms
+        };
+        if slot.is_some_and(|t| now_ms.saturating_sub(t) < 60_000) {
+            return false;
+        }
+        *slot = Some(now_ms);
+        if network {
+            st.unparsed_ms = None;
+            st.unparsed = None;
+        }
+        true
+    }
+
+    /// Records a body from a known endpoint that the parser did not understand (`code`: `stream_unparsed` or
+    /// `stream_too_large`).
+    pub fn on_unparsed(&mut self, surface: &str, code: &str, now_ms: u64) -> bool {
+        let st = self.entry(surface);
+        if st.unparsed.as_deref() == Some(code) && st.unparsed_ms.is_some() {
+            return false;
+        }
+        st.unparsed_ms = Some(now_ms);
+        st.unparsed = Some(code.to_owned());
         true
     }
 

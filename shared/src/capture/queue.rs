@@ -67,6 +67,9 @@ impl QueueConfig {
 pub struct QueuedItem {
     pub id: u64,
     pub surface: String,
+    /// The conversation the observation belongs to (unset on items queued by a version that did not record it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
     /// Size of the serialised observation.
     pub bytes: usize,
     pub attempts: u32,
@@ -360,6 +363,7 @@ impl QueueState {
             self.items.push(QueuedItem {
                 id: self.next_id,
                 surface: observation.source_surface.clone(),
+                conversation: Some(observation.conversation_id.clone()),
                 bytes: size,
                 attempts: 0,
                 json,
@@ -377,6 +381,17 @@ impl QueueState {
             overflowed,
             near_full: self.near_full(cfg),
         }
+    }
+
+    /// Drops every queued and held item of `thread_id` (the user forgot the thread: nothing of it is sent again);
+    /// returns how many.
+    pub fn drop_thread(&mut self, thread_id: &str) -> usize {
+        // Items hold their observation as compact JSON (serialised once, when queued), so the field reads exactly so.
+        let field = format!("\"thread_id\":\"{thread_id}\"");
+        let before = self.items.len() + self.held.len();
+        self.items.retain(|i| !i.json.contains(&field));
+        self.held.retain(|i| !i.json.contains(&field));
+        before - self.items.len() - self.held.len()
     }
 
     /// What to do at `now_ms`.
@@ -924,6 +939,7 @@ mod tests {
         q.held.push(QueuedItem {
             id: 99,
             surface: "s".into(),
+            conversation: None,
             bytes: 1,
             attempts: 1,
             json: "{}".into(),

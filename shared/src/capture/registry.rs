@@ -125,7 +125,8 @@ pub struct SurfaceSpec {
     pub id: String,
     pub name: String,
     pub status: Status,
-    /// `example.com` (exactly that host) or `*.example.com` (any subdomain, and the host itself).
+    /// `example.com` (exactly that host) or `*.example.com` (any subdomain, and the host itself), optionally
+    /// followed by a path the surface lives under on that host only (`x.com/i/grok`: that path and below).
     pub hosts: Vec<String>,
     /// Path prefixes the surface lives under on its hosts (e.g. `/chat/` on a host that serves other things);
     /// empty: the whole host.
@@ -382,7 +383,10 @@ impl Registry {
             return None;
         }
         let compiled = self.surfaces.iter().find(|c| {
-            c.surface.hosts.iter().any(|h| host_matches(h, &parts.host))
+            c.surface
+                .hosts
+                .iter()
+                .any(|h| host_entry_matches(h, &parts.host, parts.path))
                 && (c.surface.paths.is_empty()
                     || c.surface
                         .paths
@@ -391,19 +395,7 @@ impl Registry {
         })?;
         let from_query = || {
             let name = compiled.surface.conversation_query.as_deref()?;
-            let query = url.split_once('?')?.1;
-            let query = query.split_once('#').map_or(query, |(q, _)| q);
-            query
-                .split('&')
-                .filter_map(|kv| kv.split_once('='))
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_owned())
-                .filter(|v| {
-                    !v.is_empty()
-                        && v.len() <= 128
-                        && v.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                })
+            conversation_param(url, name).map(str::to_owned)
         };
         let from_pattern = compiled
             .conversation
@@ -439,6 +431,14 @@ impl Registry {
             .join("\n")
     }
 
+    /// Whether a surface's ordinals are the site's own numbering of its turns (an attribute the site writes, such
+    /// as `conversation-turn-N`) rather than counted by the content script among the turns on screen.
+    pub fn ordinal_is_sites(&self, surface_id: &str) -> bool {
+        self.compiled(surface_id)
+            .and_then(|c| c.surface.ordinal.as_ref())
+            .is_some_and(|rule| rule.source == OrdinalSource::Attribute)
+    }
+
     /// The ordinal a turn's ordinal attribute value denotes, if the surface has an ordinal rule and it matches.
     pub fn ordinal(&self, surface_id: &str, raw: &str) -> Option<u32> {
         let c = self.compiled(surface_id)?;
@@ -459,6 +459,11 @@ impl Registry {
         let mut out = Vec::new();
         for s in self.surfaces() {
             for h in &s.hosts {
+                if h.contains('/') {
+                    // A host entry with its own path: that path, its query strings and below.
+                    out.push(format!("https://{h}*"));
+                    continue;
+                }
                 if s.paths.is_empty() {
                     out.push(format!("https://{h}/*"));
                 }
@@ -491,11 +496,19 @@ fn compile(surface: Surface) -> Result<Compiled, RegistryError> {
         return Err(invalid(&id, "no hosts"));
     }
     for h in &surface.hosts {
-        let bare = h.strip_prefix("*.").unwrap_or(h);
+        let (host, path) = split_host_entry(h);
+        let bare = host.strip_prefix("*.").unwrap_or(host);
         let ok = !bare.is_empty()
             && bare
                 .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-'));
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-'))
+            && path.is_none_or(|p| {
+                p.len() > 1
+                    && !p.ends_with('/')
+                    && p.bytes().all(|b| {
+                        b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.')
+                    })
+            });
         if !ok {
             return Err(invalid(&id, format!("bad host pattern `{h}`")));
         }
@@ -546,6 +559,25 @@ fn compile(surface: Surface) -> Result<Compiled, RegistryError> {
         strip_lines,
         ordinal,
     })
+}
+
+/// A host entry's host pattern and its path, if it has one (`x.com/i/grok` → `x.com`, `/i/grok`).
+fn split_host_entry(entry: &str) -> (&str, Option<&str>) {
+    match entry.find('/') {
+        Some(i) => (&entry[..i], Some(&entry[i..])),
+        None => (entry, None),
+    }
+}
+
+/// Whether a page at `host` and `path` is under a host entry: the host matches, and the path is the entry's path
+/// or below it (`/i/grok`, `/i/grok/share/x`; not `/i/grokking`).
+fn host_entry_matches(entry: &str, host: &str, path: &str) -> bool {
+    let (pattern, prefix) = split_host_entry(entry);
+    host_matches(pattern, host)
+        && prefix.is_none_or(|p| {
+            path.strip_prefix(p)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
 }
 
 fn host_matches(pattern: &str, host: &str) -> bool {
@@ -600,10 +632,47 @@ pub fn parse_url(url: &str) -> Option<UrlParts<'_>> {
     })
 }
 
+/// The value of query parameter `name` in `url` when it is a plausible conversation id (1–128 ASCII letters, digits,
+/// `-` or `_`).
+fn conversation_param<'a>(url: &'a str, name: &str) -> Option<&'a str> {
+    let query = url.split_once('?')?.1;
+    let query = query.split_once('#').map_or(query, |(q, _)| q);
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= 128
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
 /// The URL as sent to the relay: scheme, host and path only (query strings and fragments can carry secrets).
 pub fn clean_url(url: &str) -> Option<String> {
     let p = parse_url(url)?;
     Some(format!("{}://{}{}", p.scheme, p.host, p.path))
+}
+
+impl Registry {
+    /// The URL of a conversation page as the relay keeps it: [`clean_url`], plus the one query parameter that
+    /// names the conversation on a surface that keeps it there (`?conversation=<id>` on x.com's Grok), so the link
+    /// still opens that conversation. Nothing else of the query or fragment is kept.
+    pub fn page_url(&self, surface_id: &str, url: &str) -> Option<String> {
+        let base = clean_url(url)?;
+        let Some(name) = self
+            .get(surface_id)
+            .and_then(|s| s.conversation_query.as_deref())
+        else {
+            return Some(base);
+        };
+        Some(match conversation_param(url, name) {
+            Some(id) => format!("{base}?{name}={id}"),
+            None => base,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -775,6 +844,79 @@ mod tests {
                 .unwrap_or_else(|| panic!("{url} unmatched"));
             assert_eq!(m.surface.id, surface, "{url}");
             assert_eq!(m.conversation_id.as_deref(), conv, "{url}");
+        }
+    }
+
+    #[test]
+    fn grok_inside_x_is_matched_under_its_path_only_with_the_conversation_from_the_query() {
+        let r = Registry::builtin();
+        let conv = |url: &str| {
+            r.match_url(url, "2026-01-01")
+                .map(|m| (m.surface.id.clone(), m.conversation_id))
+        };
+        let grok = |c: Option<&str>| Some(("browser-ext:grok".to_owned(), c.map(str::to_owned)));
+        assert_eq!(
+            conv("https://x.com/i/grok?conversation=1928089597025693987"),
+            grok(Some("1928089597025693987"))
+        );
+        assert_eq!(
+            conv("https://x.com/i/grok?focus=1&conversation=1928089597025693987#top"),
+            grok(Some("1928089597025693987"))
+        );
+        assert_eq!(
+            conv("https://twitter.com/i/grok/share/DR88yKZT1Hd3IQjQH3k7I6Xxj"),
+            grok(Some("DR88yKZT1Hd3IQjQH3k7I6Xxj"))
+        );
+        // A new chat names no conversation yet; the rest of X is not Grok.
+        assert_eq!(conv("https://x.com/i/grok"), grok(None));
+        for other in [
+            "https://x.com/home",
+            "https://x.com/i/grokking?conversation=1",
+            "https://x.com/elonmusk/status/1",
+            "https://x.com/i/bookmarks",
+            "https://notx.com/i/grok?conversation=1",
+        ] {
+            assert_eq!(conv(other), None, "{other}");
+        }
+        // The stored URL keeps the one parameter that names the conversation, and nothing else of the query.
+        assert_eq!(
+            r.page_url(
+                "browser-ext:grok",
+                "https://x.com/i/grok?focus=1&conversation=1928089597025693987&t=secret#x"
+            )
+            .as_deref(),
+            Some("https://x.com/i/grok?conversation=1928089597025693987")
+        );
+        assert_eq!(
+            r.page_url("browser-ext:grok", "https://grok.com/c/abc?t=secret")
+                .as_deref(),
+            Some("https://grok.com/c/abc")
+        );
+        let patterns = r.match_patterns();
+        assert!(
+            patterns.contains(&"https://x.com/i/grok*".to_owned()),
+            "{patterns:?}"
+        );
+        assert!(
+            !patterns.iter().any(|p| p.starts_with("https://x.com/*")),
+            "{patterns:?}"
+        );
+    }
+
+    #[test]
+    fn host_entries_with_a_path_are_checked() {
+        for bad in [
+            "x.com/",
+            "x.com/i grok",
+            "x.com/i/grok/",
+            "/i/grok",
+            "x.com/i?q",
+        ] {
+            let doc = format!(
+                r#"{{"version":1,"surfaces":[{{"id":"browser-ext:x","name":"X","status":"verified","hosts":["{bad}"],
+                "conversation_patterns":["^/c/(\\w+)"],"message_roots":["div"],"role_rules":[{{"match":"div","on":"self","role":"user"}}]}}]}}"#
+            );
+            assert!(Registry::parse(&doc).is_err(), "{bad} was accepted");
         }
     }
 

@@ -29,6 +29,10 @@ pub enum CorpusCommand {
     Query(WithDb<QueryArgs>),
     /// Embed pending messages and events with the configured embedder (interruptible; run again to resume).
     Embed(WithDb<EmbedArgs>),
+    /// Write an Ed25519-signed JSONL snapshot of the whole corpus (format: docs/snapshot.md).
+    Snapshot(super::archive::SnapshotArgs),
+    /// Restore a snapshot into an empty corpus, after verifying all of it (nothing is written if any check fails).
+    Restore(super::archive::RestoreArgs),
 }
 
 /// A subcommand's arguments plus `--db`.

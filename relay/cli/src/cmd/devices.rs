@@ -24,6 +24,10 @@ pub struct PairArgs {
     /// Print `{"code": ..., "expires_at": ...}`.
     #[arg(long)]
     pub json: bool,
+    /// A code for another relay to sync with this one (`personkit sync add <this relay's url> --code <code>`
+    /// there), instead of one for a device.
+    #[arg(long)]
+    pub sync: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -82,6 +86,25 @@ pub fn add_agent(a: AgentAddArgs) -> anyhow::Result<()> {
 
 pub fn pair(a: PairArgs) -> anyhow::Result<()> {
     let conn = a.db.open_existing()?;
+    if a.sync {
+        let (code, expires) =
+            personkit_store::sync::create_sync_code(&conn, Clock::system().now())?;
+        if a.json {
+            return print_json(
+                &serde_json::json!({"code": code.display(), "expires_at": fmt_time(expires), "kind": "sync"}),
+            );
+        }
+        println!(
+            "sync code {} (valid until {})",
+            code.display(),
+            fmt_time(expires)
+        );
+        println!(
+            "On the other relay run `personkit sync add <this relay's URL> --code {}`; it works once, while this relay runs.",
+            code.display()
+        );
+        return Ok(());
+    }
     let (code, expires) = auth::create_pairing_code(&conn, Clock::system().now())?;
     if a.json {
         print_json(&serde_json::json!({"code": code.display(), "expires_at": fmt_time(expires)}))

@@ -1,8 +1,12 @@
 //! One module per subcommand group.
 
+pub mod archive;
 pub mod corpus;
 pub mod devices;
+pub mod harvest;
+pub mod import;
 pub mod mcp;
 pub mod model;
 pub mod open;
 pub mod serve;
+pub mod sync;

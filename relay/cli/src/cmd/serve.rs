@@ -4,7 +4,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use personkit_server::config::{self, ApiConfig};
 use personkit_server::conn::{ConnLimits, MAX_HEADER_TIMEOUT};
-use personkit_server::{ServeConfig, serve};
+use personkit_server::{ServeConfig, TlsFiles, serve};
 
 use crate::args::DbArg;
 
@@ -15,9 +15,26 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "PERSONKIT_ADDR", default_value = config::DEFAULT_ADDR, value_name = "HOST:PORT")]
     pub addr: String,
-    /// Allow a non-loopback address (put TLS in front of it).
+    /// Allow a non-loopback address without TLS of its own (put a TLS proxy in front of it).
     #[arg(long)]
     pub allow_remote: bool,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first, e.g. fullchain.pem); needs --tls-key. A relay
+    /// serving TLS may listen on a non-loopback address.
+    #[arg(
+        long,
+        env = "PERSONKIT_TLS_CERT",
+        value_name = "PEM",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's private key (PEM); needs --tls-cert.
+    #[arg(
+        long,
+        env = "PERSONKIT_TLS_KEY",
+        value_name = "PEM",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<std::path::PathBuf>,
     /// A host name clients may address the relay by, besides localhost, 127.0.0.1 and [::1] (repeatable).
     #[arg(long, value_name = "NAME")]
     pub allow_host: Vec<String>,
@@ -42,6 +59,26 @@ pub struct ServeArgs {
     /// Requests per second per device token (burst 4x); 0 disables the limit.
     #[arg(long, default_value_t = config::DEFAULT_RATE_LIMIT, value_name = "REQ_PER_SEC")]
     pub rate_limit: f64,
+    /// Seconds between sync rounds with the peers of `personkit sync add` (a round also starts on new data).
+    #[arg(long, env = "PERSONKIT_SYNC_INTERVAL", default_value_t = 5, value_name = "SECS",
+        value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub sync_interval: u64,
+    /// Seconds between harvests of the enabled local AI-tool sources (`personkit harvest list`); 0 turns the
+    /// harvest job off.
+    #[arg(
+        long,
+        env = "PERSONKIT_HARVEST_INTERVAL",
+        default_value_t = 900,
+        value_name = "SECS"
+    )]
+    pub harvest_interval: u64,
+    /// The home folder the harvest sources' default paths are under [default: $HOME].
+    #[arg(long, env = "PERSONKIT_HARVEST_HOME", value_name = "DIR")]
+    pub harvest_home: Option<std::path::PathBuf>,
+    /// Redaction patterns for harvested turns, one regex per line [default: ~/.dotperson/redact-patterns.txt
+    /// when it exists].
+    #[arg(long, env = "PERSONKIT_REDACT_PATTERNS", value_name = "FILE")]
+    pub patterns: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
@@ -60,6 +97,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             .with_context(|| {
                 format!("--public-url {url:?} is not a URL such as https://relay.example.com/")
             })?;
+        let loopback = matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]");
+        let safe = url.starts_with("https://") || (loopback && url.starts_with("http://"));
+        if !safe {
+            bail!(
+                "--public-url {url:?} must be an https:// URL (sign-in links and device tokens travel over it); \
+                 plain http:// is only for a loopback address"
+            );
+        }
         allowed_hosts.push(host);
     }
     for h in &allowed_hosts {
@@ -69,7 +114,21 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             );
         }
     }
+    let harvest = if a.harvest_interval == 0 {
+        None
+    } else {
+        Some(personkit_server::jobs::HarvestSchedule {
+            every: std::time::Duration::from_secs(a.harvest_interval),
+            home: crate::cmd::harvest::HomeArg {
+                home: a.harvest_home.clone(),
+            }
+            .config()?
+            .home,
+            patterns: crate::cmd::import::load_patterns(a.patterns.as_deref())?,
+        })
+    };
     let config = ServeConfig {
+        harvest,
         db_path: a.db.path(),
         addr: a.addr,
         allow_remote: a.allow_remote,
@@ -80,12 +139,21 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             rate_burst: (a.rate_limit * 4.0).max(1.0),
             body_timeout: config::DEFAULT_BODY_TIMEOUT,
             allowed_hosts,
+            public_url: a
+                .public_url
+                .as_deref()
+                .map(|u| u.trim_end_matches('/').to_owned()),
+        },
+        tls: match (a.tls_cert, a.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            _ => None,
         },
         conn: ConnLimits {
             max_connections: usize::try_from(a.max_connections).unwrap_or(usize::MAX),
             header_timeout: std::time::Duration::from_secs(a.header_timeout),
             ..ConnLimits::default()
         },
+        sync_interval: std::time::Duration::from_secs(a.sync_interval),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

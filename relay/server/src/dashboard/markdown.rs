@@ -28,6 +28,8 @@ fn render_markdown(text: &str) -> String {
     for ev in Parser::new_ext(text, options()) {
         match ev {
             Event::Html(s) | Event::InlineHtml(s) => events.push(Event::Text(s)),
+            // A line break in a chat turn is one the person typed (or the page showed): keep it.
+            Event::SoftBreak => events.push(Event::HardBreak),
             Event::InlineMath(s) => events.push(Event::Code(format!("${s}$").into())),
             Event::DisplayMath(s) => events.push(Event::Code(format!("$${s}$$").into())),
             Event::Start(Tag::Link {
@@ -155,5 +157,11 @@ mod tests {
         assert!(out.contains("1 &lt; 2"), "{out}");
         assert!(out.contains("<table>"), "{out}");
         assert!(out.contains("<code>$e^{i\\pi} + 1 = 0$</code>"), "{out}");
+    }
+
+    #[test]
+    fn typed_line_breaks_are_kept() {
+        let out = r("Write a function.\nKeep it short.");
+        assert!(out.contains("Write a function.<br />"), "{out}");
     }
 }

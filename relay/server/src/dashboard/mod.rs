@@ -218,16 +218,71 @@ pub fn router(state: AppState) -> Router<AppState> {
             get(pages::forget_range_confirm).post(pages::forget_range),
         )
         .route("/signout", post(signout))
-        .route_layer(middleware::from_fn_with_state(state, require_session));
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            require_session,
+        ));
     Router::new()
         .route("/signin", get(signin))
         .route("/assets/app.css", get(stylesheet))
         .merge(pages)
+        .layer(middleware::from_fn_with_state(state, under_public_path))
         .layer(middleware::from_fn(page_headers))
 }
 
+/// The path part of the relay's public URL (`/personkit` for `https://host/personkit`), or "" at the root.
+fn public_path(st: &AppState) -> String {
+    let Some(url) = st.config.public_url.as_deref() else {
+        return String::new();
+    };
+    let after_scheme = url.split_once("://").map_or(url, |(_, r)| r);
+    match after_scheme.find('/') {
+        Some(i) => after_scheme[i..].trim_end_matches('/').to_owned(),
+        None => String::new(),
+    }
+}
+
+/// Behind a proxy that publishes the relay under a sub-path (`--public-url https://host/personkit`, the proxy
+/// removing the prefix), the pages' own links (`href="/…"`, `action="/…"`, redirects) get the prefix, so every
+/// link stays under it. Only attribute values the pages write start with `="/`: maud escapes the quotes of any
+/// text it is given, so captured content cannot be rewritten into a link.
+async fn under_public_path(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let prefix = public_path(&st);
+    let resp = next.run(req).await;
+    if prefix.is_empty() {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    if let Some(loc) = parts
+        .headers
+        .get(header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        && loc.starts_with('/')
+        && let Ok(v) = HeaderValue::from_str(&format!("{prefix}{loc}"))
+    {
+        parts.headers.insert(header::LOCATION, v);
+    }
+    let html = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    if !html {
+        return Response::from_parts(parts, body);
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return PageError::from(AppError::internal()).into_response();
+    };
+    let text = String::from_utf8_lossy(&bytes)
+        .replace("href=\"/", &format!("href=\"{prefix}/"))
+        .replace("action=\"/", &format!("action=\"{prefix}/"));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(text))
+}
+
 /// Headers of every dashboard response: no framing, no scripts, nothing from elsewhere, nothing cached, no
-/// referrer (sign-in links carry a secret in their query).
+/// referrer to other sites (sign-in links carry a secret in their query). Not `no-referrer`: with it, Chromium
+/// sends `Origin: null` on the pages' own form posts, which the same-origin check must refuse.
 async fn page_headers(req: Request, next: Next) -> Response {
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
@@ -241,7 +296,7 @@ async fn page_headers(req: Request, next: Next) -> Response {
          frame-ancestors 'none'; base-uri 'none'",
     );
     set(h, header::X_FRAME_OPTIONS, "DENY");
-    set(h, header::REFERRER_POLICY, "no-referrer");
+    set(h, header::REFERRER_POLICY, "same-origin");
     set(h, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     if !h.contains_key(header::CACHE_CONTROL) {
         set(h, header::CACHE_CONTROL, "no-store");
@@ -340,7 +395,7 @@ async fn require_session(State(st): State<AppState>, mut req: Request, next: Nex
     let now = st.clock.now();
     let secret = session_cookie(req.headers()).filter(|s| st.sessions.valid(s, now));
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
-    if !safe && !same_origin(req.headers()) {
+    if !safe && !same_origin(req.headers(), st.config.public_url.as_deref()) {
         return PageError::new(
             StatusCode::FORBIDDEN,
             "Refused",
@@ -360,11 +415,17 @@ async fn require_session(State(st): State<AppState>, mut req: Request, next: Nex
     next.run(req).await
 }
 
-/// True when a state-changing request comes from this relay's own origin, as far as the browser says.
-fn same_origin(headers: &HeaderMap) -> bool {
+/// True when a state-changing request comes from this relay's own origin, as far as the browser says: the
+/// address it was sent to (`Host`), or the origin of the relay's public URL (a proxy may rewrite `Host`).
+fn same_origin(headers: &HeaderMap, public_url: Option<&str>) -> bool {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     if let Some(origin) = headers.get(header::ORIGIN) {
+        let public_origin = public_url.map(|u| {
+            let (scheme, rest) = u.split_once("://").unwrap_or(("", u));
+            format!("{scheme}://{}", rest.split('/').next().unwrap_or(""))
+        });
         let ok = match (origin.to_str().ok(), host) {
+            (Some(o), _) if public_origin.as_deref() == Some(o) => true,
             (Some(o), Some(h)) => {
                 o.strip_prefix("http://")
                     .or_else(|| o.strip_prefix("https://"))
@@ -426,11 +487,18 @@ pub(crate) async fn posted_form(
 /// the overview itself, so the first page is a same-site navigation and gets the SameSite=Strict cookie even
 /// when the link was opened from another application or site.
 async fn signin(State(st): State<AppState>, headers: HeaderMap, uri: axum::http::Uri) -> Response {
-    let secret = crate::routes::read::form_urlencoded(uri.query().unwrap_or(""))
-        .into_iter()
+    let query = crate::routes::read::form_urlencoded(uri.query().unwrap_or(""));
+    let secret = query
+        .iter()
         .find(|(k, _)| k == "t")
-        .map(|(_, v)| v)
+        .map(|(_, v)| v.clone())
         .unwrap_or_default();
+    let next = landing(
+        query
+            .iter()
+            .find(|(k, _)| k == "next")
+            .map(|(_, v)| v.as_str()),
+    );
     let now = st.clock.now();
     let db = st.db.clone();
     let ok = tokio::task::spawn_blocking(move || {
@@ -469,11 +537,11 @@ async fn signin(State(st): State<AppState>, headers: HeaderMap, uri: axum::http:
             html lang="en" {
                 head {
                     meta charset="utf-8";
-                    meta http-equiv="refresh" content="0; url=/";
+                    meta http-equiv="refresh" content={"0; url=" (next)};
                     title { "Signed in · personkit" }
-                    link rel="stylesheet" href="/assets/app.css";
+                    link rel="stylesheet" href="assets/app.css";
                 }
-                body { main .narrow { h1 { "Signed in" } p { a href="/" { "Open your library" } } } }
+                body { main .narrow { h1 { "Signed in" } p { a href=(next) { "Open your library" } } } }
             }
         }.into_string()),
     )
@@ -482,6 +550,21 @@ async fn signin(State(st): State<AppState>, headers: HeaderMap, uri: axum::http:
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     resp
+}
+
+/// Where a sign-in link lands, relative to `/signin` (so it stays under a proxy's sub-path): the overview, or
+/// `threads/<id>` when the link names a thread (the extension's link to the conversation in the current tab).
+/// Anything else is ignored, so a link cannot send the browser elsewhere.
+fn landing(next: Option<&str>) -> String {
+    match next.and_then(|n| n.strip_prefix("threads/")) {
+        Some(id)
+            if (8..=36).contains(&id.len())
+                && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') =>
+        {
+            format!("./threads/{id}")
+        }
+        _ => "./".to_owned(),
+    }
 }
 
 /// `POST /signout`: ends the session and clears the cookie.

@@ -13,7 +13,7 @@ use personkit_search::{QueryResult, SearchError};
 use personkit_store::auth::{self, AuthError};
 use personkit_store::clock::{fmt_time, parse_time};
 use personkit_store::forget::{self, ForgetError, Selection};
-use personkit_store::read::{self, ReadError, ThreadDetail, ThreadFilter, compact};
+use personkit_store::read::{self, ReadError, ThreadFilter, compact};
 use time::OffsetDateTime;
 
 use super::{Ctx, PageError, SessionSecret, markdown, posted_form};
@@ -238,12 +238,7 @@ pub(super) async fn overview(
 const THREADS_HINT: &str = "pick a site and dates in the form, or clear the filters";
 
 async fn site_names(st: &AppState) -> Result<Vec<String>, PageError> {
-    let now = st.clock.now();
-    let s = run(st, "reload the page", move |c| {
-        Ok(read::surface_states(c, now)?)
-    })
-    .await?;
-    Ok(s.into_iter().map(|s| s.surface).collect())
+    Ok(run(st, "reload the page", move |c| Ok(read::surface_names(c)?)).await?)
 }
 
 fn site_select(sites: &[String], chosen: Option<&str>) -> Markup {
@@ -301,21 +296,22 @@ pub(super) async fn threads(
                 div { label for="since" { "From" } input #since type="date" name="since" value=[p.get("since")]; }
                 div { label for="until" { "Through" } input #until type="date" name="until" value=[p.get("until")]; }
                 div { label for="words" { "Words" } input #words type="search" name="words" value=[p.get("words")] placeholder="in the title or one turn"; }
-                div { button type="submit" { "Filter" } " " a href="/threads" { "Clear" } }
+                div.buttons { button type="submit" { "Filter" } a href="/threads" { "Clear" } }
             }
             p.count { (list.page.total) " threads" }
             @if list.threads.is_empty() {
                 p.empty { "No thread matches." }
             } @else {
                 table.threads {
-                    thead { tr { th scope="col" { "Title" } th scope="col" { "Site" } th scope="col" { "Turns" } th scope="col" { "Last activity" } } }
+                    thead { tr { th scope="col" { "Title" } th scope="col" { "Site" } th scope="col" { "Turns" } th scope="col" { "Complete?" } th scope="col" { "Last activity" } } }
                     tbody {
                         @for t in &list.threads {
                             tr {
-                                td { a href={"/threads/" (t.id)} { (t.title.as_deref().filter(|s| !s.trim().is_empty()).unwrap_or("Untitled")) } }
+                                td.title { a href={"/threads/" (t.id)} { (t.title.as_deref().filter(|s| !s.trim().is_empty()).unwrap_or("Untitled")) } }
                                 td title=(t.surface) { (site_name(&t.surface)) }
                                 td.num { (t.turns) }
-                                td { (time_el(&t.last_seen_at, now)) }
+                                td { (completeness(&t.completeness, now)) }
+                                td.when { (time_el(&t.last_seen_at, now)) }
                             }
                         }
                     }
@@ -324,6 +320,38 @@ pub(super) async fn threads(
             @if let Some(href) = next { p.pager { a href=(href) rel="next" { "Older threads →" } } }
         },
     ))
+}
+
+/// A thread's completeness as a short label with its explanation in `title` (see `read::Completeness`).
+fn completeness(c: &read::Completeness, now: OffsetDateTime) -> Markup {
+    let (class, label, why) = match c.state {
+        read::CompletenessState::Complete => (
+            "complete",
+            "complete".to_owned(),
+            "every turn the site numbered, up to the newest, was captured".to_owned(),
+        ),
+        read::CompletenessState::Gaps => (
+            "gaps",
+            format!("{} missing", c.missing),
+            format!(
+                "the site numbered {} turn(s) up to the newest that no capture delivered (scrolled past, or the tab closed while they loaded); open the conversation again to fill them",
+                c.missing
+            ),
+        ),
+        read::CompletenessState::Unknown => (
+            "unknown",
+            "not checked".to_owned(),
+            "this site does not number its turns, so gaps cannot be seen".to_owned(),
+        ),
+    };
+    html! {
+        span class={"completeness " (class)} title=(why) { (label) }
+        @if let Some(since) = &c.adapter_stale_since {
+            br; span.completeness.gaps title="the extension reported that it no longer reads this site's pages; turns since then may be missing" {
+                "site not read since " (ago(since, now))
+            }
+        }
+    }
 }
 
 fn encode_query(pairs: &[(String, String)]) -> String {
@@ -381,6 +409,7 @@ pub(super) async fn thread(
             p.meta {
                 span title=(t.surface) { (site_name(&t.surface)) } " · " (t.turns) " turns · last activity " (time_el(&t.last_seen_at, now))
                 " · first seen " (when(&t.first_seen_at))
+                " · " (completeness(&t.completeness, now))
             }
             p.actions {
                 @if let Some(u) = original_link(t.url.as_deref()) {
@@ -419,90 +448,54 @@ pub(super) async fn thread(
     ))
 }
 
-/// Every turn of a thread (all pages).
-async fn whole_thread(st: &AppState, id: String) -> Result<ThreadDetail, PageError> {
-    Ok(run(st, THREAD_HINT, move |c| {
-        let mut d = read::get_thread(c, &id, false, read::MAX_PAGE, None)?;
-        while let Some(cur) = d.page.next_cursor.take() {
-            let more = read::get_thread(c, &id, false, read::MAX_PAGE, Some(&cur))?;
-            d.turns.extend(more.turns);
-            d.page = more.page;
-        }
-        Ok(d)
-    })
-    .await?)
-}
-
-/// The thread as one Markdown document (front matter, one heading per turn, revisions after the turn).
-fn thread_markdown(d: &ThreadDetail) -> String {
-    let t = &d.thread;
-    let title = t.title.clone().unwrap_or_else(|| "Untitled".into());
-    let yaml = |s: &str| serde_json::to_string(s).unwrap_or_default();
-    let mut out = format!(
-        "---\nid: {}\ntitle: {}\nsurface: {}\nurl: {}\ncreated: {}\nupdated: {}\nturns: {}\n---\n\n# {}\n",
-        t.id,
-        yaml(&title),
-        yaml(&t.surface),
-        t.url.as_deref().map(yaml).unwrap_or_else(|| "null".into()),
-        t.first_seen_at,
-        t.last_seen_at,
-        t.turns,
-        compact::one_line(&title, 200)
-    );
-    for turn in &d.turns {
-        out.push_str(&format!(
-            "\n## {} · {}\n\n{}\n",
-            turn.role,
-            when(&turn.time),
-            turn.content.trim_end()
-        ));
-        for r in &turn.revisions {
-            out.push_str(&format!(
-                "\n> [!note]- Revision {} (captured {})\n{}\n",
-                r.revision,
-                when(&r.captured_at),
-                r.content
-                    .lines()
-                    .map(|l| format!("> {l}"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            ));
-        }
-    }
-    out
-}
-
-/// A file name safe on every OS: letters, digits, `-`; at most 60 characters of the title.
-fn file_name(title: Option<&str>, id: &str) -> String {
-    let mut s: String = title
-        .unwrap_or("untitled")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    while s.contains("--") {
-        s = s.replace("--", "-");
-    }
-    let s: String = s.trim_matches('-').chars().take(60).collect();
-    let s = if s.is_empty() { "untitled".into() } else { s };
-    format!("{}-{}.md", s.trim_end_matches('-'), compact::short(id))
-}
-
+/// The thread as `personkit export --format markdown` writes it (the same renderer and file name).
 pub(super) async fn export_markdown(State(st): State<AppState>, Path(id): Path<String>) -> Page {
-    let d = whole_thread(&st, id).await?;
-    let name = file_name(d.thread.title.as_deref(), &d.thread.id);
-    let mut resp = thread_markdown(&d).into_response();
+    let t = run(&st, THREAD_HINT, move |c| {
+        // The read layer resolves a short id prefix; the export reads by the full id.
+        let full = read::get_thread(c, &id, false, 1, None)?.thread.id;
+        personkit_store::archive::export_thread(c, &full)?
+            .ok_or_else(|| ReadError::NotFound(format!("no thread {full}")))
+    })
+    .await?;
+    let format = personkit_archive::render::Format::Markdown;
+    let path = personkit_archive::names::thread_path(
+        &t.surface,
+        &t.first_seen_at,
+        t.title.as_deref(),
+        &t.id,
+        format.ext(),
+    );
+    let name = path.rsplit('/').next().unwrap_or(&path).replace('"', "");
+    let mut resp = personkit_archive::render::render(&t, format).into_response();
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/markdown; charset=utf-8"),
     );
-    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+    // The name may hold any Unicode letter: an ASCII fallback plus the RFC 6266 `filename*` form.
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let encoded: String = name
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}"
+    )) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }
     Ok(resp)
@@ -776,7 +769,7 @@ pub(super) async fn search(
                 }
                 div { label for="since" { "From" } input #since type="date" name="since" value=[p.get("since")]; }
                 div { label for="until" { "Through" } input #until type="date" name="until" value=[p.get("until")]; }
-                div { button type="submit" { "Search" } }
+                div.buttons { button type="submit" { "Search" } }
             }
             @if let Some(r) = &result {
                 p.count {
@@ -946,7 +939,7 @@ pub(super) async fn privacy(
                     div { (site_select(&sites, None)) }
                     div { label for="since" { "From" } input #since type="date" name="since"; }
                     div { label for="until" { "Through" } input #until type="date" name="until"; }
-                    div { button type="submit" { "Count what would be forgotten" } }
+                    div.buttons { button type="submit" { "Count what would be forgotten" } }
                 }
             }
             section aria-labelledby="redacted" {
@@ -976,19 +969,6 @@ pub(super) async fn privacy(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn file_names_are_safe() {
-        assert_eq!(
-            file_name(Some("../../etc/passwd <x> \"q\""), "0123456789abcdef"),
-            "etc-passwd-x-q-01234567.md"
-        );
-        assert_eq!(file_name(None, "0123456789"), "untitled-01234567.md");
-        assert_eq!(
-            file_name(Some("日本語"), "0123456789"),
-            "untitled-01234567.md"
-        );
-    }
 
     #[test]
     fn snippets_mark_only_the_matches() {

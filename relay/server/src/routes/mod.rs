@@ -4,12 +4,14 @@
 //! **API boundary:** routes and bodies are the contract in `docs/wire-format.md`; the extension, importers and
 //! other relays code against them.
 
+mod forget;
 mod health;
 mod observations;
 mod pair;
 mod query;
 pub(crate) mod read;
 mod reports;
+mod sync;
 
 use std::time::{Duration, Instant};
 
@@ -54,7 +56,11 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/query", get(query::get_query))
         .route("/v1/threads", get(read::list_threads))
-        .route("/v1/threads/{id}", get(read::get_thread))
+        .route("/v1/threads/by-url", get(read::get_thread_by_url))
+        .route(
+            "/v1/threads/{id}",
+            get(read::get_thread).delete(forget::delete_thread),
+        )
         .route("/v1/messages/{id}", get(read::get_message))
         .route("/v1/changes", get(read::get_changes))
         .route("/v1/me/dashboard-link", post(read::post_dashboard_link))
@@ -62,10 +68,21 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             require_device,
         ));
+    let sync_routes = Router::new()
+        .route(
+            "/v1/sync/pages",
+            get(sync::get_pages).post(sync::post_pages),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            sync::require_sync_peer,
+        ));
     Router::new()
         .route("/v1/health", get(health::get_health))
         .route("/v1/pair", post(pair::post_pair))
+        .route("/v1/sync/pair", post(sync::post_pair))
         .merge(protected)
+        .merge(sync_routes)
         .merge(mcp)
         .merge(crate::dashboard::router(state.clone()))
         .fallback(not_found)
@@ -138,7 +155,7 @@ fn cors() -> CorsLayer {
         .allow_origin(AllowOrigin::predicate(|origin: &HeaderValue, _| {
             is_extension_origin(origin.as_bytes())
         }))
-        .allow_methods([Method::GET, Method::POST])
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
         .expose_headers([header::RETRY_AFTER])
         .max_age(Duration::from_secs(600))

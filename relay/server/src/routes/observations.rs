@@ -89,6 +89,9 @@ pub(super) async fn post_observations(
     })
     .await
     .map_err(|_| AppError::internal())??;
+    if resp.stored > 0 {
+        st.sync_notify.notify_one();
+    }
     tracing::info!(
         device_id = %device.id,
         stored = resp.stored,

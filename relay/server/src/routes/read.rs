@@ -297,34 +297,116 @@ pub(super) async fn get_changes(
     Ok(Json(ch).into_response())
 }
 
+const BY_URL_HINT: &str = "GET /v1/threads/by-url?url=<the conversation's page address, as the browser shows it> (docs/api.md)";
+
+/// `GET /v1/threads/by-url?url=`: the thread of a conversation page, found the way the extension names it (the
+/// surface registry's URL rules → surface and conversation id → `ids::thread_id`), so a client can link to the
+/// captured copy of the page it shows without holding a thread id.
+pub(super) async fn get_thread_by_url(
+    State(st): State<AppState>,
+    uri: axum::http::Uri,
+) -> Result<Response, AppError> {
+    let p = Params::parse(uri.query(), &["url"], BY_URL_HINT)?;
+    let Some(url) = p.get("url") else {
+        return Err(AppError::bad_request(
+            "bad_query",
+            "url is missing",
+            BY_URL_HINT,
+        ));
+    };
+    let now = st.clock.now();
+    let day = personkit_shared::time::day(
+        i64::try_from((now.unix_timestamp_nanos() / 1_000_000).max(0)).unwrap_or(0),
+    );
+    let registry = personkit_shared::capture::registry::Registry::builtin();
+    let Some((surface, conversation)) = registry
+        .match_url(&url, &day)
+        .and_then(|m| Some((m.surface.id.clone(), m.conversation_id?)))
+    else {
+        return Err(AppError::bad_request(
+            "not_a_conversation",
+            format!(
+                "{} is not a conversation page of a supported site",
+                personkit_shared::wire::quote_safely(&url, 120)
+            ),
+            "pass the address of an open conversation (e.g. https://chatgpt.com/c/…)",
+        ));
+    };
+    let id = personkit_shared::ids::thread_id(&surface, &conversation)
+        .hyphenated()
+        .to_string();
+    let detail = run(&st, BY_URL_HINT, move |c| {
+        read::get_thread(c, &id, true, 1, None)
+    })
+    .await
+    .map_err(|e| {
+        if e.status == StatusCode::NOT_FOUND {
+            AppError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "this conversation has not been captured",
+                "turn the site on in the extension's popup and open the conversation",
+            )
+        } else {
+            e
+        }
+    })?;
+    Ok(Json(json!({"thread": detail.thread})).into_response())
+}
+
 /// `POST /v1/me/dashboard-link`: a one-time link that signs the browser in to the dashboard. Only a paired
 /// device's token may ask (an agent token reads the corpus but does not get the dashboard, where devices are
-/// revoked and turns forgotten).
+/// revoked and turns forgotten). An optional body `{"thread": "<id>"}` makes the link land on that thread.
+/// The link is made with the relay's public URL when one is configured (behind a proxy), else with the address
+/// the request came to.
 pub(super) async fn post_dashboard_link(
     State(st): State<AppState>,
     axum::Extension(AuthedDevice(device)): axum::Extension<AuthedDevice>,
     headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> Result<Response, AppError> {
+    const HINT: &str =
+        "POST /v1/me/dashboard-link with no body, or {\"thread\": \"<id>\"} (docs/api.md)";
     if !device.kind.can_ingest() {
         return Err(AppError::read_only_token(
             "an agent token cannot open the dashboard",
             "run `personkit open` on the relay's machine, or use the extension's Open library",
         ));
     }
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("127.0.0.1")
-        .to_owned();
+    let thread = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct LinkRequest {
+            thread: Option<String>,
+        }
+        let r: LinkRequest = serde_json::from_slice(&body).map_err(|e| {
+            AppError::bad_request(
+                "bad_request",
+                format!("the body is not a link request: {e}"),
+                HINT,
+            )
+        })?;
+        r.thread
+    };
+    let thread = match thread {
+        None => None,
+        Some(t) => Some(run(&st, HINT, move |c| read::resolve_thread_id(c, &t)).await?),
+    };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let base = st.config.link_base(host);
     let now = st.clock.now();
     let db = st.db.clone();
     let (secret, expires) =
         tokio::task::spawn_blocking(move || db.write(|c| signin::create_link(c, now)))
             .await
             .map_err(|_| AppError::internal())??;
-    let base = format!("http://{host}");
+    let next = thread
+        .map(|t| format!("&next=threads/{t}"))
+        .unwrap_or_default();
     Ok(Json(json!({
-        "url": format!("{}/signin?t={}", base.trim_end_matches('/'), secret.expose()),
+        "url": format!("{base}/signin?t={}{next}", secret.expose()),
         "expires_at": personkit_store::clock::fmt_time(expires),
     }))
     .into_response())

@@ -1,0 +1,237 @@
+//! Export golden files, data-driven: each folder of `tests/export/` holds `input.json` (a format and threads in
+//! the wire format's terms, stored through the real ingest into a real SQLite corpus) and `expected/`, the whole
+//! export folder the first run must produce, manifest included. `PERSONKIT_BLESS=1` rewrites `expected/`
+//! (review the diff before committing). Then the same folder is exported again (nothing written), and after a
+//! change the rerun rewrites only the changed thread.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use personkit_archive::export::export;
+use personkit_archive::render::Format;
+use personkit_store::archive::ExportFilter;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+struct Case {
+    format: String,
+    threads: Vec<common::ThreadSpec>,
+}
+
+fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn cases() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/export");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("input.json").is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_case_matches_its_golden_folder() {
+    let cases = cases();
+    assert!(cases.len() >= 4, "golden cases missing: {cases:?}");
+    for case_dir in cases {
+        let case: Case =
+            serde_json::from_slice(&std::fs::read(case_dir.join("input.json")).unwrap()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let conn = common::corpus(&tmp.path().join("corpus.db"), &case.threads);
+        let out = tmp.path().join("out");
+        let format = Format::parse(&case.format).unwrap();
+        let r = export(&conn, &out, format, &ExportFilter::default(), |_, _| {}).unwrap();
+        assert_eq!(r.written, case.threads.len() as u64, "{case_dir:?}");
+        let got = files(&out);
+        let expected_dir = case_dir.join("expected");
+        if std::env::var_os("PERSONKIT_BLESS").is_some() {
+            let _ = std::fs::remove_dir_all(&expected_dir);
+            for (rel, bytes) in &got {
+                let p = expected_dir.join(rel);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, bytes).unwrap();
+            }
+        }
+        let want = files(&expected_dir);
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{case_dir:?}: file names"
+        );
+        for (rel, bytes) in &want {
+            assert_eq!(
+                String::from_utf8_lossy(&got[rel]),
+                String::from_utf8_lossy(bytes),
+                "{case_dir:?}: {rel}"
+            );
+        }
+        // A second run writes nothing.
+        let again = export(&conn, &out, format, &ExportFilter::default(), |_, _| {}).unwrap();
+        assert_eq!(
+            (again.written, again.unchanged, again.removed),
+            (0, r.threads, 0)
+        );
+    }
+}
+
+fn spec(conv: &str, title: &str, contents: &[&str]) -> common::ThreadSpec {
+    serde_json::from_value(serde_json::json!({
+        "surface": "browser-ext:claude",
+        "conversation": conv,
+        "title": title,
+        "turns": contents.iter().enumerate().map(|(i, c)| serde_json::json!({
+            "role": if i % 2 == 0 { "user" } else { "assistant" },
+            "content": c,
+            "ordinal": i,
+            "captured_at": format!("2026-11-2{}T10:00:0{}Z", 1 + i / 10, i % 10),
+        })).collect::<Vec<_>>(),
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_rerun_rewrites_only_what_changed_and_removes_forgotten_threads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut conn = common::corpus(
+        &tmp.path().join("corpus.db"),
+        &[
+            spec("a", "Alpha", &["one", "two"]),
+            spec("b", "Beta", &["three", "four"]),
+            spec("c", "Gamma", &["five"]),
+        ],
+    );
+    let out = tmp.path().join("out");
+    let all = ExportFilter::default();
+    let first = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!((first.written, first.unchanged, first.removed), (3, 0, 0));
+    let before = files(&out);
+
+    // A new turn in Alpha: only Alpha's file changes.
+    common::add(
+        &mut conn,
+        &[spec("a", "Alpha", &["one", "two", "and a third"])],
+    );
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!((r.written, r.unchanged, r.removed), (1, 2, 0));
+    let after = files(&out);
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(k, v)| before.get(*k) != Some(v))
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        changed.len(),
+        2,
+        "Alpha's file and the manifest: {changed:?}"
+    );
+    assert!(changed.iter().any(|k| k.contains("Alpha-")));
+    assert!(
+        String::from_utf8_lossy(
+            &after[changed
+                .iter()
+                .find(|k| k.contains("Alpha-"))
+                .unwrap()
+                .as_str()]
+        )
+        .contains("and a third")
+    );
+
+    // Beta forgotten: its file goes on the next run, even one filtered to another thread.
+    let beta = personkit_shared::ids::thread_id("browser-ext:claude", "b").to_string();
+    personkit_store::forget::forget(
+        &mut conn,
+        &personkit_store::forget::Selection::thread(&beta),
+        common::now(),
+    )
+    .unwrap();
+    let gamma = personkit_shared::ids::thread_id("browser-ext:claude", "c").to_string();
+    let only_gamma = ExportFilter {
+        threads: vec![gamma],
+        ..ExportFilter::default()
+    };
+    let r = export(&conn, &out, Format::Markdown, &only_gamma, |_, _| {}).unwrap();
+    assert_eq!((r.written, r.unchanged, r.removed), (0, 2, 1));
+    let now = files(&out);
+    assert!(!now.keys().any(|k| k.contains("Beta-")), "{:?}", now.keys());
+    assert!(
+        !now.values()
+            .any(|v| String::from_utf8_lossy(v).contains("three"))
+    );
+
+    // A new title moves the file; the old name goes.
+    common::add(&mut conn, &[spec("c", "Gamma: renamed", &["five", "six"])]);
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!(r.written, 1);
+    let now = files(&out);
+    assert!(
+        now.keys().any(|k| k.contains("Gamma renamed-")),
+        "{:?}",
+        now.keys()
+    );
+    assert!(
+        !now.keys().any(|k| k.contains("/Gamma-")),
+        "{:?}",
+        now.keys()
+    );
+
+    // A deleted file is written again; a JSON export into a Markdown folder is refused.
+    let alpha_file = now.keys().find(|k| k.contains("Alpha-")).unwrap().clone();
+    std::fs::remove_file(out.join(&alpha_file)).unwrap();
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!((r.written, r.unchanged), (1, 1));
+    let e = export(&conn, &out, Format::Json, &all, |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("another folder"), "{e}");
+}
+
+#[test]
+fn a_hostile_manifest_cannot_remove_files_outside_the_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let conn = common::corpus(
+        &tmp.path().join("corpus.db"),
+        &[spec("a", "Alpha", &["one"])],
+    );
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let victim = tmp.path().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    std::fs::write(
+        out.join(personkit_archive::export::MANIFEST),
+        r#"{"format":"markdown","render_version":1,"threads":{"gone":{"path":"../victim.txt","sha256":"x"},"gone2":{"path":"/etc/hostname","sha256":"x"}}}"#,
+    )
+    .unwrap();
+    let r = export(
+        &conn,
+        &out,
+        Format::Markdown,
+        &ExportFilter::default(),
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!((r.written, r.removed), (1, 2));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}

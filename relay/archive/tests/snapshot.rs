@@ -1,0 +1,211 @@
+//! Snapshots: snapshot → restore into an empty corpus → snapshot gives the same bytes; any change to the file
+//! (a flipped byte anywhere, a cut, reordered lines) or an unknown signer is refused before anything is written.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use personkit_archive::snapshot::{self, SnapshotError, read_verified};
+use personkit_store::Connection;
+use personkit_store::archive;
+use serde_json::json;
+
+fn sample(conn_path: &std::path::Path) -> Connection {
+    let threads: Vec<common::ThreadSpec> = serde_json::from_value(json!([
+        {"surface": "browser-ext:chatgpt", "conversation": "s1", "title": "Snapshot «one»", "url": "https://chatgpt.com/c/s1",
+         "turns": [
+            {"role": "user", "content": "hello\nwith \"quotes\" and \\ and \u{1F600}", "ordinal": 0, "captured_at": "2026-11-20T09:00:00Z"},
+            {"role": "assistant", "content": "answer one", "ordinal": 1, "captured_at": "2026-11-20T09:00:05Z"},
+            {"role": "assistant", "content": "answer two (regenerated)", "ordinal": 1, "captured_at": "2026-11-20T09:02:05Z"},
+            {"role": "user", "content": "keyed", "message_key": "m-9", "captured_at": "2026-11-20T09:03:00Z"},
+            {"role": "assistant", "content": "The capital is Canberra.", "message_key": "m-10", "ordinal": 3, "captured_at": "2026-11-20T09:03:05Z"},
+            {"role": "assistant", "content": "The capital is **Canberra**.", "message_key": "m-10", "parent_key": "m-9", "path": "network", "ordinal": 3, "captured_at": "2026-11-20T09:03:06Z"}
+         ]},
+        {"surface": "browser-ext:claude", "conversation": "s2", "turns": [
+            {"role": "user", "content": "to be forgotten", "ordinal": 0, "captured_at": "2026-11-21T09:00:00Z"},
+            {"role": "assistant", "content": "stays", "ordinal": 1, "captured_at": "2026-11-21T09:00:01Z"}
+         ]}
+    ]))
+    .unwrap();
+    let mut conn = common::corpus(conn_path, &threads);
+    // A tombstone travels too.
+    let t = personkit_shared::ids::thread_id("browser-ext:claude", "s2").to_string();
+    personkit_store::forget::forget(
+        &mut conn,
+        &personkit_store::forget::Selection {
+            thread: Some(t),
+            since: None,
+            until: Some("2026-11-21T09:00:00.500Z".into()),
+            surface: None,
+        },
+        common::now(),
+    )
+    .unwrap();
+    conn
+}
+
+fn snap(conn: &Connection, key: &ed25519_dalek::SigningKey) -> Vec<u8> {
+    let mut out = Vec::new();
+    snapshot::write(conn, key, &mut out, |_| {}).unwrap();
+    out
+}
+
+fn key(seed: u8) -> ed25519_dalek::SigningKey {
+    ed25519_dalek::SigningKey::from_bytes(&[seed; 32])
+}
+
+#[test]
+fn snapshot_restore_snapshot_is_byte_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let conn = sample(&tmp.path().join("a.db"));
+    let k = key(7);
+    let first = snap(&conn, &k);
+    let text = String::from_utf8(first.clone()).unwrap();
+    assert!(
+        text.contains("\"t\":\"forgotten_messages\""),
+        "tombstones travel"
+    );
+    assert!(
+        !text.contains("to be forgotten"),
+        "forgotten content does not"
+    );
+    assert!(
+        text.contains("answer one") && text.contains("answer two"),
+        "every revision"
+    );
+    assert!(
+        text.contains("\"t\":\"message_renderings\"")
+            && text.contains("The capital is **Canberra**.")
+            && text.contains("\"source_path\":\"network\""),
+        "a turn upgraded from its DOM rendering travels with its source form and the folded rendering's hash"
+    );
+    // Deterministic: the same corpus twice gives the same bytes.
+    assert_eq!(first, snap(&conn, &k));
+
+    let v = read_verified(&first, &[k.verifying_key()]).unwrap();
+    let mut restored = personkit_store::db::open(&tmp.path().join("b.db")).unwrap();
+    archive::restore(&mut restored, &v.records, 2, |_| {}).unwrap();
+    let second = snap(&restored, &k);
+    assert_eq!(String::from_utf8(second).unwrap(), text);
+
+    // The restored corpus is searchable (FTS filled) and refuses a second restore.
+    let hits: u64 = restored
+        .query_row(
+            "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'regenerated'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(hits, 1);
+    let e = archive::restore(&mut restored, &v.records, 2, |_| {}).unwrap_err();
+    assert!(e.to_string().contains("not empty"), "{e}");
+}
+
+fn refused(bytes: &[u8], trusted: &[ed25519_dalek::VerifyingKey]) -> String {
+    match read_verified(bytes, trusted) {
+        Ok(_) => panic!("a changed snapshot was accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn any_change_to_the_file_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let conn = sample(&tmp.path().join("a.db"));
+    let k = key(9);
+    let good = snap(&conn, &k);
+    let trusted = [k.verifying_key()];
+    read_verified(&good, &trusted).unwrap();
+
+    // One flipped bit at many places: the header, records, the signature line, the final line break.
+    let n = good.len();
+    let mut positions: Vec<usize> = vec![
+        0,
+        5,
+        20,
+        n / 3,
+        n / 2,
+        2 * n / 3,
+        n - 80,
+        n - 30,
+        n - 2,
+        n - 1,
+    ];
+    positions.extend((0..n).step_by(n / 40 + 1));
+    for p in positions {
+        for bit in [0x01u8, 0x20, 0x80] {
+            let mut b = good.clone();
+            b[p] ^= bit;
+            let e = refused(&b, &trusted);
+            assert!(e.contains("refused"), "byte {p} bit {bit:#x}: {e}");
+        }
+    }
+    // Cut short anywhere, or a byte added.
+    for cut in [1, 2, 50, n / 2, n - 1] {
+        refused(&good[..n - cut], &trusted);
+    }
+    let mut longer = good.clone();
+    longer.extend_from_slice(b"{\"t\":\"threads\"}\n");
+    refused(&longer, &trusted);
+    // Two records swapped.
+    let lines: Vec<&[u8]> = good.split_inclusive(|b| *b == b'\n').collect();
+    let mut swapped = lines.clone();
+    swapped.swap(2, 3);
+    assert_ne!(swapped.concat(), good);
+    refused(&swapped.concat(), &trusted);
+    // A record removed (and the count in the signature line left as it was).
+    let mut fewer = lines.clone();
+    fewer.remove(3);
+    refused(&fewer.concat(), &trusted);
+}
+
+#[test]
+fn an_unknown_signer_needs_trust() {
+    let tmp = tempfile::tempdir().unwrap();
+    let conn = sample(&tmp.path().join("a.db"));
+    let theirs = key(1);
+    let ours = key(2);
+    let b = snap(&conn, &theirs);
+    match read_verified(&b, &[ours.verifying_key()]) {
+        Err(SnapshotError::UnknownKey(k)) => assert_eq!(k, snapshot::public_hex(&theirs)),
+        other => panic!("expected an unknown key, got {other:?}"),
+    }
+    read_verified(&b, &[ours.verifying_key(), theirs.verifying_key()]).unwrap();
+    // A file re-signed by another key with the header's key left alone does not verify.
+    let text = String::from_utf8(b.clone()).unwrap();
+    let forged = snap(&conn, &ours);
+    let forged_trailer = String::from_utf8(forged)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    let mut mixed: Vec<&str> = text.lines().collect();
+    *mixed.last_mut().unwrap() = &forged_trailer;
+    let mixed = format!("{}\n", mixed.join("\n"));
+    refused(
+        mixed.as_bytes(),
+        &[ours.verifying_key(), theirs.verifying_key()],
+    );
+}
+
+#[test]
+fn a_signing_key_is_made_once_with_mode_0600() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("conf/snapshot-signing.key");
+    let (k1, made) = snapshot::load_or_create_key(&p).unwrap();
+    assert!(made);
+    let (k2, made) = snapshot::load_or_create_key(&p).unwrap();
+    assert!(!made);
+    assert_eq!(k1.to_bytes(), k2.to_bytes());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    std::fs::write(&p, "not a key").unwrap();
+    assert!(snapshot::load_or_create_key(&p).is_err());
+}

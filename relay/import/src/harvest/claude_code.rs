@@ -1,0 +1,197 @@
+//! Claude Code: `~/.claude/projects/<project folder, / as ->/<session id>.jsonl` (and sub-agent files beside
+//! them, `<session id>/subagents/agent-<id>.jsonl`). Format facts: daaain/claude-code-log
+//! `claude_code_log/models.py`, kvsankar/agent-history `docs/specs/agents/formats/claude-code-format.md`
+//! (`../shared/docs/formats.md`).
+//!
+//! One JSON record per line. How each becomes turns:
+//! - `user` / `assistant` lines (`uuid`, `parentUuid`, `sessionId`, `timestamp`, `isSidechain`, `message`): one
+//!   turn each, keyed by `uuid` with `parentUuid` as its parent, so an edited or re-run prompt (a second child of
+//!   the same parent) is a revision of the turn it replaced. `message.content` is a string or Anthropic content
+//!   blocks: `text` → the text, `thinking` → reasoning, `tool_use` → a tool call (name and JSON input),
+//!   `tool_result` → tool output; a user line holding only tool results is a `tool` turn. `isMeta` user lines
+//!   (command caveats, injected context) are kept as context (system) turns.
+//! - thread: one per `sessionId`; sidechain lines (`isSidechain: true`, a sub-agent's own conversation) go to a
+//!   thread of their own, `<sessionId>/agent-<agentId>` (`<sessionId>/sidechain` without an agent id), so the
+//!   main thread reads as the user saw it.
+//! - `summary` lines (`summary`, `leafUuid`, no session id) name the session: its text is the thread title
+//!   (carried to later runs in the file's state).
+//! - `system` lines (compaction boundaries, notices): context turns with their subtype.
+//! - `file-history-snapshot`, `queue-operation`, `progress`: tool state, not conversation — counted as skipped.
+//! - any other type: a `[unsupported: …]` placeholder turn, counted.
+
+use personkit_shared::network::ToolCall;
+use personkit_shared::wire::Role;
+use serde_json::{Map, Value};
+
+use super::{
+    Collected, LineAt, LineParser, Notes, Source, cut, placeholder, text_of, time_ms, turn,
+};
+
+const SRC: Source = Source::ClaudeCode;
+
+#[derive(Debug, Default)]
+pub struct Parser;
+
+fn s<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
+    v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// The thread a line belongs to.
+fn conversation(v: &Value, at: &LineAt<'_>) -> String {
+    let session = s(v, "sessionId").map(str::to_owned).unwrap_or_else(|| {
+        at.file
+            .file_stem()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "session".into())
+    });
+    if v.get("isSidechain").and_then(Value::as_bool) == Some(true) {
+        match s(v, "agentId") {
+            Some(a) => format!("{session}/agent-{a}"),
+            None => format!("{session}/sidechain"),
+        }
+    } else {
+        session
+    }
+}
+
+impl LineParser for Parser {
+    fn line(
+        &mut self,
+        meta: &mut Map<String, Value>,
+        at: LineAt<'_>,
+        v: Value,
+        out: &mut Collected,
+        notes: &mut Notes,
+    ) {
+        let kind = personkit_shared::wire::quote_safely(s(&v, "type").unwrap_or("(none)"), 64);
+        let key = s(&v, "uuid")
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("@{}", at.offset));
+        let parent = s(&v, "parentUuid");
+        let conv = conversation(&v, &at);
+        let sidechain = conv.contains('/');
+        let title = meta.get("title").and_then(Value::as_str).map(|t| {
+            if sidechain {
+                format!("{t} (sub-agent)")
+            } else {
+                t.to_owned()
+            }
+        });
+        let mut t = match kind.as_str() {
+            "summary" => {
+                if let Some(sum) = s(&v, "summary") {
+                    meta.insert("title".into(), Value::String(sum.to_owned()));
+                }
+                notes.skip("claude-code:summary (thread title)");
+                return;
+            }
+            "file-history-snapshot" | "queue-operation" | "progress" => {
+                notes.skip(&format!("claude-code:{kind}"));
+                return;
+            }
+            "user" | "assistant" => {
+                let Some(msg) = v.get("message").filter(|m| m.is_object()) else {
+                    notes.problems.push((
+                        Some(at.line),
+                        format!("a {kind} record without a message object; skipped"),
+                    ));
+                    return;
+                };
+                message(&kind, &key, parent, msg)
+            }
+            "system" => {
+                let mut t = turn(SRC, &key, parent, Role::System);
+                let sub = s(&v, "subtype").unwrap_or("system");
+                let body = text_of(v.get("content").unwrap_or(&Value::Null));
+                t.text = if body.trim().is_empty() {
+                    format!("[{sub}]")
+                } else {
+                    format!("[{sub}] {body}")
+                };
+                t.hidden = true;
+                t
+            }
+            other => placeholder(SRC, &key, parent, other),
+        };
+        if v.get("isMeta").and_then(Value::as_bool) == Some(true) {
+            t.hidden = true;
+        }
+        t.created_at_ms = time_ms(v.get("timestamp"));
+        out.push(SRC, &conv, title.as_deref(), t);
+    }
+}
+
+/// A `user` or `assistant` line's message → one turn.
+fn message(
+    kind: &str,
+    key: &str,
+    parent: Option<&str>,
+    msg: &Value,
+) -> personkit_shared::network::NetTurn {
+    let role = if kind == "user" {
+        Role::User
+    } else {
+        Role::Assistant
+    };
+    let mut t = turn(SRC, key, parent, role);
+    t.model = s(msg, "model").map(str::to_owned);
+    let content = msg.get("content").unwrap_or(&Value::Null);
+    let blocks = match content {
+        Value::Array(b) => b.as_slice(),
+        other => {
+            t.text = text_of(other);
+            return t;
+        }
+    };
+    let mut texts: Vec<String> = Vec::new();
+    let mut results: Vec<String> = Vec::new();
+    for b in blocks {
+        let bt = b.get("type").and_then(Value::as_str).unwrap_or("(none)");
+        match bt {
+            "text" => texts.push(text_of(b.get("text").unwrap_or(&Value::Null))),
+            "thinking" => {
+                let r = text_of(b.get("thinking").unwrap_or(&Value::Null));
+                if !r.trim().is_empty() {
+                    t.reasoning = Some(match t.reasoning.take() {
+                        Some(prev) => format!("{prev}\n\n{r}"),
+                        None => r,
+                    });
+                }
+            }
+            "redacted_thinking" => texts.push("[reasoning withheld by the model provider]".into()),
+            "tool_use" | "server_tool_use" => t.tool_calls.push(ToolCall {
+                name: s(b, "name").unwrap_or("tool").to_owned(),
+                input: cut(&b
+                    .get("input")
+                    .map(|i| serde_json::to_string_pretty(i).unwrap_or_default())
+                    .unwrap_or_default()),
+                output: None,
+                id: s(b, "id").map(str::to_owned),
+            }),
+            "tool_result" | "web_search_tool_result" => {
+                let body = text_of(b.get("content").unwrap_or(&Value::Null));
+                let err = b.get("is_error").and_then(Value::as_bool) == Some(true);
+                results.push(cut(&if err { format!("[error] {body}") } else { body }));
+            }
+            "image" => texts.push("[image]".into()),
+            "document" => texts.push("[document]".into()),
+            other => {
+                let other = personkit_shared::wire::quote_safely(other, 64);
+                texts.push(format!("[unsupported: claude-code block {other:?}]"));
+                t.unknown.push(format!("claude-code:block:{other}"));
+            }
+        }
+    }
+    t.text = texts
+        .into_iter()
+        .filter(|x| !x.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    if !results.is_empty() {
+        if t.text.is_empty() && t.tool_calls.is_empty() {
+            t.role = Role::Tool;
+        }
+        t.tool_output = Some(results.join("\n\n"));
+    }
+    t
+}

@@ -1,0 +1,597 @@
+//! The rows that leave the corpus and come back: what `personkit export` renders (threads with every stored
+//! revision, [`export_threads`]) and what a snapshot holds ([`dump`] writes the canonical records, [`restore`]
+//! puts them back into an empty corpus).
+//!
+//! A snapshot record is one table row as a JSON object: `"t"` (the table) first, then the columns in the order
+//! of [`TABLES`], values as SQLite holds them (text as JSON strings, integers as numbers, NULL as null, the one
+//! blob column as lowercase hex). Rows are ordered by each table's key, tables in [`TABLES`] order, so the same
+//! corpus always gives the same bytes. Local rowids (`messages.pk`, `events.pk`), vectors, devices, tokens and
+//! capture health do not travel: the first three are re-derived (FTS by trigger, vectors by the embedding job),
+//! the others belong to one relay.
+
+use std::collections::HashMap;
+
+pub use rusqlite::types::Value;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, TransactionBehavior, params};
+use serde::Serialize;
+
+use crate::db::DbError;
+
+/// One table of a snapshot: its name, columns in record order, the key it is ordered by, and which columns
+/// are blobs.
+#[derive(Debug)]
+pub struct TableSpec {
+    pub name: &'static str,
+    pub columns: &'static [&'static str],
+    pub order_by: &'static str,
+    pub blob_columns: &'static [&'static str],
+    /// The query that dumps the rows, when a plain `SELECT columns FROM name ORDER BY key` would leak a local
+    /// rowid: it must yield `columns` in order.
+    pub dump_sql: Option<&'static str>,
+    /// The statement that restores one record, paired with `dump_sql` (turns the travelling id back into the
+    /// local rowid).
+    pub insert_sql: Option<&'static str>,
+}
+
+impl TableSpec {
+    /// The query that reads the table's records, `columns` in order, in canonical order.
+    pub fn select_statement(&self) -> String {
+        match self.dump_sql {
+            Some(sql) => sql.to_owned(),
+            None => format!(
+                "SELECT {} FROM {} ORDER BY {}",
+                self.columns.join(", "),
+                self.name,
+                self.order_by
+            ),
+        }
+    }
+
+    /// The statement that inserts one record (`?1`… in `columns` order).
+    pub fn insert_statement(&self) -> String {
+        match self.insert_sql {
+            Some(sql) => sql.to_owned(),
+            None => format!(
+                "INSERT INTO {} ({}) VALUES ({})",
+                self.name,
+                self.columns.join(", "),
+                (1..=self.columns.len())
+                    .map(|i| format!("?{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+/// Every table a snapshot carries, in the order records appear (parents before the rows that refer to them).
+pub const TABLES: &[TableSpec] = &[
+    TableSpec {
+        name: "origin_seqs",
+        columns: &["origin", "last_seq"],
+        order_by: "origin",
+        blob_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "provenance",
+        columns: &[
+            "id",
+            "captured_at",
+            "origin_device",
+            "client_device_id",
+            "app_version",
+            "signed_by",
+            "signature",
+        ],
+        order_by: "id",
+        blob_columns: &["signature"],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "entities",
+        columns: &[
+            "id",
+            "kind",
+            "name",
+            "attrs",
+            "created_at",
+            "provenance_id",
+            "origin_device",
+            "origin_seq",
+        ],
+        order_by: "id",
+        blob_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "entity_aliases",
+        columns: &[
+            "entity_id",
+            "alias",
+            "created_at",
+            "origin_device",
+            "origin_seq",
+        ],
+        order_by: "entity_id, alias",
+        blob_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "relations",
+        columns: &[
+            "id",
+            "subject_id",
+            "predicate",
+            "object_id",
+            "valid_from",
+            "valid_to",
+            "attrs",
+            "created_at",
+            "provenance_id",
+            "origin_device",
+            "origin_seq",
+        ],
+        order_by: "id",
+        blob_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "events",
+        columns: &[
+            "id",
+            "kind",
+            "source_surface",
+            "content",
+            "content_hash",
+            "minute_bucket",
+            "occurred_at",
+            "captured_at",
+            "attrs",
+            "provenance_id",
+            "origin_device",
+            "origin_seq",
+        ],
+        order_by: "id",
+        blob_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "threads",
+        columns: &[
+            "id",
+            "surface",
+            "conversation_id",
+            "title",
+            "url",
+            "first_seen_at",
+            "last_seen_at",
+            "origin_device",
+            "origin_seq",
+        ],
+        order_by: "id",
+        blob_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "messages",
+        columns: &[
+            "id",
+            "thread_id",
+            "role",
+            "content",
+            "content_hash",
+            "message_key",
+            "ordinal",
+            "position_key",
+            "revision",
+            "is_current",
+            "occurred_at",
+            "captured_at",
+            "received_at",
+            "tool_calls",
+            "provenance_id",
+            "origin_device",
+            "origin_seq",
+            "source_path",
+            "source_rank",
+            "parent_key",
+        ],
+        order_by: "id",
+        blob_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "message_renderings",
+        columns: &[
+            "thread_id",
+            "content_hash",
+            "message_id",
+            "source_path",
+            "folded_at",
+        ],
+        order_by: "thread_id, content_hash",
+        blob_columns: &[],
+        dump_sql: Some(
+            "SELECT r.thread_id, r.content_hash, m.id, r.source_path, r.folded_at
+             FROM message_renderings r JOIN messages m ON m.pk = r.message_pk
+             ORDER BY r.thread_id, r.content_hash",
+        ),
+        insert_sql: Some(
+            "INSERT INTO message_renderings (thread_id, content_hash, message_pk, source_path, folded_at)
+             VALUES (?1, ?2, (SELECT pk FROM messages WHERE id = ?3), ?4, ?5)",
+        ),
+    },
+    TableSpec {
+        name: "forgotten_messages",
+        columns: &["id", "thread_id", "forgotten_at"],
+        order_by: "id",
+        blob_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+];
+
+/// Rows per table, in [`TABLES`] order.
+pub fn table_counts(conn: &Connection) -> Result<Vec<(&'static str, u64)>, DbError> {
+    TABLES
+        .iter()
+        .map(|t| {
+            let n: u64 = conn.query_row(&format!("SELECT count(*) FROM {}", t.name), [], |r| {
+                r.get(0)
+            })?;
+            Ok((t.name, n))
+        })
+        .collect()
+}
+
+/// Writes `s` as a JSON string.
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    // A string always serialises; the fallback keeps the record well-formed regardless.
+    if serde_json::to_writer(&mut *out, s).is_err() {
+        out.extend_from_slice(b"\"\"");
+    }
+}
+
+/// Calls `each` with every snapshot record (one line, no newline) in canonical order.
+pub fn dump(
+    conn: &Connection,
+    mut each: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> Result<(), DumpError> {
+    let mut line = Vec::with_capacity(4096);
+    for t in TABLES {
+        let mut stmt = conn.prepare(&t.select_statement())?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            line.clear();
+            line.extend_from_slice(b"{\"t\":");
+            push_json_str(&mut line, t.name);
+            for (i, c) in t.columns.iter().enumerate() {
+                line.push(b',');
+                push_json_str(&mut line, c);
+                line.push(b':');
+                match r.get_ref(i)? {
+                    ValueRef::Null => line.extend_from_slice(b"null"),
+                    ValueRef::Integer(n) => line.extend_from_slice(n.to_string().as_bytes()),
+                    ValueRef::Real(f) => line.extend_from_slice(
+                        serde_json::to_string(&f)
+                            .unwrap_or_else(|_| "null".into())
+                            .as_bytes(),
+                    ),
+                    ValueRef::Text(b) => push_json_str(&mut line, &String::from_utf8_lossy(b)),
+                    ValueRef::Blob(b) => push_json_str(&mut line, &hex::encode(b)),
+                }
+            }
+            line.push(b'}');
+            each(&line).map_err(DumpError::Io)?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error("writing the snapshot: {0}")]
+    Io(std::io::Error),
+}
+
+impl From<rusqlite::Error> for DumpError {
+    fn from(e: rusqlite::Error) -> Self {
+        DumpError::Db(DbError::Sqlite(e))
+    }
+}
+
+/// One parsed snapshot record, ready to insert: its table and its values in [`TableSpec::columns`] order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub table: usize,
+    pub values: Vec<Value>,
+}
+
+/// Parses one record line, checking the table, every column (no more, no fewer) and each value's type.
+pub fn parse_record(line: &[u8]) -> Result<Record, String> {
+    let v: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(line).map_err(|e| format!("not a JSON object: {e}"))?;
+    let name = v
+        .get("t")
+        .and_then(|t| t.as_str())
+        .ok_or("no table name (\"t\")")?;
+    let table = TABLES.iter().position(|t| t.name == name).ok_or_else(|| {
+        format!(
+            "unknown table {:?}",
+            name.chars().take(40).collect::<String>()
+        )
+    })?;
+    let spec = &TABLES[table];
+    if v.len() != spec.columns.len() + 1 {
+        return Err(format!(
+            "a {} record has {} columns, this one {}",
+            spec.name,
+            spec.columns.len(),
+            v.len() - 1
+        ));
+    }
+    let mut values = Vec::with_capacity(spec.columns.len());
+    for c in spec.columns {
+        let val = v
+            .get(*c)
+            .ok_or_else(|| format!("{} record without {c}", spec.name))?;
+        values.push(match val {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Number(n) => Value::Integer(
+                n.as_i64()
+                    .ok_or_else(|| format!("{}.{c} is not an integer", spec.name))?,
+            ),
+            serde_json::Value::String(s) if spec.blob_columns.contains(c) => {
+                Value::Blob(hex::decode(s).map_err(|_| format!("{}.{c} is not hex", spec.name))?)
+            }
+            serde_json::Value::String(s) => Value::Text(s.clone()),
+            _ => return Err(format!("{}.{c} has a value of the wrong type", spec.name)),
+        });
+    }
+    Ok(Record { table, values })
+}
+
+/// Whether the corpus holds anything a restore would collide with (any row of a snapshot table).
+pub fn is_empty(conn: &Connection) -> Result<bool, DbError> {
+    Ok(table_counts(conn)?.iter().all(|(_, n)| *n == 0))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error("the corpus is not empty ({0}); restore into a new corpus file (--db)")]
+    NotEmpty(String),
+    #[error("record {line}: {message}")]
+    Row { line: usize, message: String },
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl From<rusqlite::Error> for RestoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        RestoreError::Db(DbError::Sqlite(e))
+    }
+}
+
+/// Inserts already-verified records into an empty corpus in one transaction: any failure (a constraint, a
+/// duplicate) rolls everything back. `first_line` numbers the records in messages. Calls `progress` with the
+/// count done every so often.
+pub fn restore(
+    conn: &mut Connection,
+    records: &[Record],
+    first_line: usize,
+    mut progress: impl FnMut(u64),
+) -> Result<(), RestoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let counts = table_counts(&tx)?;
+    let filled: Vec<String> = counts
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(t, n)| format!("{n} {t}"))
+        .collect();
+    if !filled.is_empty() {
+        return Err(RestoreError::NotEmpty(filled.join(", ")));
+    }
+    insert(&tx, records, first_line, &mut progress)?;
+    tx.commit()?;
+    progress(records.len() as u64);
+    Ok(())
+}
+
+fn insert(
+    tx: &Connection,
+    records: &[Record],
+    first_line: usize,
+    progress: &mut impl FnMut(u64),
+) -> Result<(), RestoreError> {
+    let sqls: Vec<String> = TABLES.iter().map(TableSpec::insert_statement).collect();
+    for (i, r) in records.iter().enumerate() {
+        let mut stmt = tx.prepare_cached(&sqls[r.table])?;
+        stmt.execute(rusqlite::params_from_iter(r.values.iter()))
+            .map_err(|e| RestoreError::Row {
+                line: first_line + i,
+                message: e.to_string(),
+            })?;
+        if i % 4096 == 0 {
+            progress(i as u64);
+        }
+    }
+    Ok(())
+}
+
+/// Inserts records in one transaction with no checks (the benchmarks' baseline for a restore's writes).
+pub fn insert_plain(conn: &mut Connection, records: &[Record]) -> Result<(), RestoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    insert(&tx, records, 0, &mut |_| {})?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Which threads an export renders.
+#[derive(Debug, Clone, Default)]
+pub struct ExportFilter {
+    pub surface: Option<String>,
+    /// Inclusive lower bound on the thread's last activity (stored time form).
+    pub since: Option<String>,
+    /// Full thread ids; when given, only these.
+    pub threads: Vec<String>,
+}
+
+/// A thread with every stored message, as an export renders it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExportThread {
+    pub id: String,
+    pub surface: String,
+    pub conversation_id: String,
+    pub title: Option<String>,
+    pub url: Option<String>,
+    pub first_seen_at: String,
+    pub last_seen_at: String,
+    /// Current turns in reading order, each with its other revisions.
+    pub turns: Vec<ExportTurn>,
+    /// Stored messages, revisions included.
+    pub messages: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExportTurn {
+    pub id: String,
+    pub role: String,
+    pub content: String,
+    /// `occurred_at` when the surface reported it, else `captured_at`.
+    pub time: String,
+    pub revision: u32,
+    /// Other contents at this position (edits, regenerations), by revision.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<ExportRevision>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExportRevision {
+    pub id: String,
+    pub revision: u32,
+    pub captured_at: String,
+    pub content: String,
+}
+
+/// Ids of the threads matching `filter`, plus those of `also` that still exist, sorted.
+pub fn export_thread_ids(
+    conn: &Connection,
+    filter: &ExportFilter,
+    also: &[String],
+) -> Result<Vec<String>, DbError> {
+    let mut ids: Vec<String> = if filter.threads.is_empty() {
+        conn.prepare(
+            "SELECT id FROM threads WHERE (?1 IS NULL OR surface = ?1) AND (?2 IS NULL OR last_seen_at >= ?2)",
+        )?
+        .query_map(params![filter.surface, filter.since], |r| r.get(0))?
+        .collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
+    let mut exists = conn.prepare_cached(
+        "SELECT 1 FROM threads WHERE id = ?1 AND (?2 IS NULL OR surface = ?2) AND (?3 IS NULL OR last_seen_at >= ?3)",
+    )?;
+    for t in &filter.threads {
+        if exists.exists(params![t, filter.surface, filter.since])? {
+            ids.push(t.clone());
+        }
+    }
+    let mut any = conn.prepare_cached("SELECT 1 FROM threads WHERE id = ?1")?;
+    for t in also {
+        if any.exists([t])? {
+            ids.push(t.clone());
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// One thread with all its messages: current turns in the read layer's order (the surface's ordinal, then
+/// time, then arrival), each with its other revisions. `None` when the thread does not exist.
+pub fn export_thread(conn: &Connection, id: &str) -> Result<Option<ExportThread>, DbError> {
+    let mut t = conn.prepare_cached(
+        "SELECT id, surface, conversation_id, title, url, first_seen_at, last_seen_at FROM threads WHERE id = ?1",
+    )?;
+    let mut rows = t.query([id])?;
+    let Some(r) = rows.next()? else {
+        return Ok(None);
+    };
+    let mut thread = ExportThread {
+        id: r.get(0)?,
+        surface: r.get(1)?,
+        conversation_id: r.get(2)?,
+        title: r.get(3)?,
+        url: r.get(4)?,
+        first_seen_at: r.get(5)?,
+        last_seen_at: r.get(6)?,
+        turns: Vec::new(),
+        messages: 0,
+    };
+    drop(rows);
+    let mut m = conn.prepare_cached(
+        "SELECT id, role, content, COALESCE(occurred_at, captured_at), captured_at, revision, is_current,
+                position_key
+         FROM messages WHERE thread_id = ?1
+         ORDER BY ordinal IS NULL, ordinal, COALESCE(occurred_at, captured_at), pk",
+    )?;
+    let mut others: HashMap<String, Vec<ExportRevision>> = HashMap::new();
+    let mut positions: Vec<Option<String>> = Vec::new();
+    let mut rows = m.query([id])?;
+    while let Some(r) = rows.next()? {
+        thread.messages += 1;
+        let current: bool = r.get(6)?;
+        let pos: Option<String> = r.get(7)?;
+        if current {
+            thread.turns.push(ExportTurn {
+                id: r.get(0)?,
+                role: r.get(1)?,
+                content: r.get(2)?,
+                time: r.get(3)?,
+                revision: r.get(5)?,
+                revisions: Vec::new(),
+            });
+            positions.push(pos);
+        } else if let Some(pos) = pos {
+            others.entry(pos).or_default().push(ExportRevision {
+                id: r.get(0)?,
+                revision: r.get(5)?,
+                captured_at: r.get(4)?,
+                content: r.get(2)?,
+            });
+        }
+    }
+    for (turn, pos) in thread.turns.iter_mut().zip(positions) {
+        if let Some(mut revs) = pos.and_then(|p| others.remove(&p)) {
+            revs.sort_by_key(|r| r.revision);
+            turn.revisions = revs;
+        }
+    }
+    Ok(Some(thread))
+}
+
+/// Every row of `table` as plain values (benchmarks' baseline: the same rows read without any rendering).
+pub fn read_plain(conn: &Connection, table: &str) -> Result<Vec<Vec<Value>>, DbError> {
+    let spec = TABLES
+        .iter()
+        .find(|t| t.name == table)
+        .ok_or_else(|| DbError::Sqlite(rusqlite::Error::InvalidColumnName(table.to_owned())))?;
+    let mut stmt = conn.prepare(&spec.select_statement())?;
+    let n = spec.columns.len();
+    let rows = stmt
+        .query_map([], |r| (0..n).map(|i| r.get::<_, Value>(i)).collect())?
+        .collect::<Result<_, _>>()?;
+    Ok(rows)
+}

@@ -1,0 +1,257 @@
+//! What the harvesters of local AI-tool transcripts remember between runs (`personkit_import::harvest`): which
+//! sources the user enabled and where they live, the folders the aider source reads, and how far each file was
+//! read. Machine-local: none of it travels in a snapshot or to another relay. The turns themselves are stored
+//! by `ingest` like every other capture path's.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::clock::fmt_time;
+use crate::db::DbError;
+
+/// One source's settings and last run, as `personkit harvest list` shows them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SourceRow {
+    pub name: String,
+    pub enabled: bool,
+    /// A path replacing the source's default under the home folder.
+    pub path: Option<String>,
+    pub last_run_at: Option<String>,
+    /// The last problem a run had, prefixed by that run's time.
+    pub last_error: Option<String>,
+    /// Files read (new or grown) and turns taken from them, over every run.
+    pub files_read: u64,
+    pub turns_read: u64,
+}
+
+/// The stored sources (a source never enabled or configured has no row).
+pub fn sources(conn: &Connection) -> Result<Vec<SourceRow>, DbError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT name, enabled, path, last_run_at, last_error, files_read, turns_read
+         FROM harvest_sources ORDER BY name",
+    )?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(SourceRow {
+                name: r.get(0)?,
+                enabled: r.get::<_, i64>(1)? != 0,
+                path: r.get(2)?,
+                last_run_at: r.get(3)?,
+                last_error: r.get(4)?,
+                files_read: r.get(5)?,
+                turns_read: r.get(6)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Turns a source on or off.
+pub fn set_enabled(conn: &Connection, name: &str, enabled: bool) -> Result<(), DbError> {
+    conn.prepare_cached(
+        "INSERT INTO harvest_sources(name, enabled) VALUES (?1, ?2)
+         ON CONFLICT(name) DO UPDATE SET enabled = ?2",
+    )?
+    .execute(params![name, enabled as i64])?;
+    Ok(())
+}
+
+/// Sets (or with `None` clears) the path that replaces a source's default.
+pub fn set_path(conn: &Connection, name: &str, path: Option<&str>) -> Result<(), DbError> {
+    conn.prepare_cached(
+        "INSERT INTO harvest_sources(name, path) VALUES (?1, ?2)
+         ON CONFLICT(name) DO UPDATE SET path = ?2",
+    )?
+    .execute(params![name, path])?;
+    Ok(())
+}
+
+/// Records the end of a run of one source: when, what it read, and its first problem. The last problem stays
+/// (with the time of its run) until a later run has one of its own, so a problem reported once is not lost.
+pub fn record_run(
+    conn: &Connection,
+    name: &str,
+    at: OffsetDateTime,
+    files_read: u64,
+    turns_read: u64,
+    error: Option<&str>,
+) -> Result<(), DbError> {
+    conn.prepare_cached(
+        "INSERT INTO harvest_sources(name, last_run_at, last_error, files_read, turns_read)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT(name) DO UPDATE SET last_run_at = ?2, last_error = coalesce(?3, last_error),
+            files_read = files_read + ?4, turns_read = turns_read + ?5",
+    )?
+    .execute(params![
+        name,
+        fmt_time(at),
+        error.map(|e| format!("{}: {e}", fmt_time(at))),
+        files_read as i64,
+        turns_read as i64
+    ])?;
+    Ok(())
+}
+
+/// The folders the aider source reads, in the order added.
+pub fn folders(conn: &Connection) -> Result<Vec<String>, DbError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT path FROM harvest_folders ORDER BY added_at, path")?;
+    let rows = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Adds a folder; true when it was not there yet.
+pub fn add_folder(conn: &Connection, path: &str, at: OffsetDateTime) -> Result<bool, DbError> {
+    let n = conn
+        .prepare_cached("INSERT OR IGNORE INTO harvest_folders(path, added_at) VALUES (?1, ?2)")?
+        .execute(params![path, fmt_time(at)])?;
+    Ok(n > 0)
+}
+
+/// Removes a folder; true when it was there.
+pub fn remove_folder(conn: &Connection, path: &str) -> Result<bool, DbError> {
+    let n = conn
+        .prepare_cached("DELETE FROM harvest_folders WHERE path = ?1")?
+        .execute([path])?;
+    Ok(n > 0)
+}
+
+/// How far one file was read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FileRow {
+    pub source: String,
+    pub path: String,
+    /// `device:inode` where the OS has them.
+    pub file_id: Option<String>,
+    pub size: u64,
+    pub mtime_ms: Option<i64>,
+    /// Byte offset after the last complete line (or, for whole-file formats, the size read).
+    pub read_to: u64,
+    /// Lines before `read_to` (for messages naming a line).
+    pub lines: u64,
+    /// sha256 (hex) of the first `min(read_to, 4096)` bytes, or of the whole file for whole-file formats.
+    pub prefix_hash: Option<String>,
+    /// The parser's carried state, JSON.
+    pub meta: String,
+    /// Turns taken from this file over every run.
+    pub turns: u64,
+    pub read_at: String,
+}
+
+/// The stored state of one file, if it was read before.
+pub fn file(conn: &Connection, source: &str, path: &str) -> Result<Option<FileRow>, DbError> {
+    let row = conn
+        .prepare_cached(
+            "SELECT file_id, size, mtime_ms, read_to, lines, prefix_hash, meta, turns, read_at
+             FROM harvest_files WHERE source = ?1 AND path = ?2",
+        )?
+        .query_row(params![source, path], |r| {
+            Ok(FileRow {
+                source: source.to_owned(),
+                path: path.to_owned(),
+                file_id: r.get(0)?,
+                size: r.get(1)?,
+                mtime_ms: r.get(2)?,
+                read_to: r.get(3)?,
+                lines: r.get(4)?,
+                prefix_hash: r.get(5)?,
+                meta: r.get(6)?,
+                turns: r.get(7)?,
+                read_at: r.get(8)?,
+            })
+        })
+        .optional()?;
+    Ok(row)
+}
+
+/// Saves the state of one file (after its turns were stored).
+pub fn save_file(conn: &Connection, f: &FileRow) -> Result<(), DbError> {
+    conn.prepare_cached(
+        "INSERT INTO harvest_files(source, path, file_id, size, mtime_ms, read_to, lines, prefix_hash, meta,
+            turns, read_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT(source, path) DO UPDATE SET file_id = ?3, size = ?4, mtime_ms = ?5, read_to = ?6,
+            lines = ?7, prefix_hash = ?8, meta = ?9, turns = ?10, read_at = ?11",
+    )?
+    .execute(params![
+        f.source,
+        f.path,
+        f.file_id,
+        f.size as i64,
+        f.mtime_ms,
+        f.read_to as i64,
+        f.lines as i64,
+        f.prefix_hash,
+        f.meta,
+        f.turns as i64,
+        f.read_at
+    ])?;
+    Ok(())
+}
+
+/// Files known for a source, and the turns taken from them.
+pub fn file_totals(conn: &Connection, source: &str) -> Result<(u64, u64), DbError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT count(*), coalesce(sum(turns), 0) FROM harvest_files WHERE source = ?1",
+        )?
+        .query_row([source], |r| Ok((r.get(0)?, r.get(1)?)))?)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn sources_folders_and_files_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::db::open(&dir.path().join("c.db")).unwrap();
+        assert!(sources(&conn).unwrap().is_empty());
+        set_enabled(&conn, "codex", true).unwrap();
+        set_path(&conn, "codex", Some("/x/sessions")).unwrap();
+        let at = datetime!(2026-11-23 12:00 UTC);
+        record_run(&conn, "codex", at, 2, 7, None).unwrap();
+        record_run(&conn, "codex", at, 1, 1, Some("a.jsonl line 3: not JSON")).unwrap();
+        let s = &sources(&conn).unwrap()[0];
+        assert!(s.enabled);
+        assert_eq!(s.path.as_deref(), Some("/x/sessions"));
+        assert_eq!((s.files_read, s.turns_read), (3, 8));
+        assert_eq!(
+            s.last_error.as_deref(),
+            Some("2026-11-23T12:00:00.000Z: a.jsonl line 3: not JSON")
+        );
+        record_run(&conn, "codex", at, 0, 0, None).unwrap();
+        assert!(sources(&conn).unwrap()[0].last_error.is_some(), "kept");
+        set_enabled(&conn, "codex", false).unwrap();
+        assert!(!sources(&conn).unwrap()[0].enabled);
+
+        assert!(add_folder(&conn, "/p", at).unwrap());
+        assert!(!add_folder(&conn, "/p", at).unwrap());
+        assert_eq!(folders(&conn).unwrap(), vec!["/p".to_owned()]);
+        assert!(remove_folder(&conn, "/p").unwrap());
+        assert!(folders(&conn).unwrap().is_empty());
+
+        assert_eq!(file(&conn, "codex", "/f").unwrap(), None);
+        let mut f = FileRow {
+            source: "codex".into(),
+            path: "/f".into(),
+            size: 10,
+            read_to: 8,
+            lines: 2,
+            meta: "{}".into(),
+            turns: 2,
+            read_at: fmt_time(at),
+            ..FileRow::default()
+        };
+        save_file(&conn, &f).unwrap();
+        f.read_to = 10;
+        save_file(&conn, &f).unwrap();
+        assert_eq!(file(&conn, "codex", "/f").unwrap(), Some(f));
+        assert_eq!(file_totals(&conn, "codex").unwrap(), (1, 2));
+    }
+}
