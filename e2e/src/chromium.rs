@@ -278,26 +278,65 @@ impl Tab {
         self.cdp.call(Some(&self.session), method, params)
     }
 
-    /// Navigates and waits for the load event.
+    /// Navigates and waits for the load event of the document this navigation committed. A load event counted
+    /// from before the call is not enough: the previous page's own load (after a form post or a redirect) can
+    /// still be in flight and would end the wait while the new document is half parsed.
     pub fn navigate(&self, url: &str) -> Result<()> {
-        let before = self.cdp.events_matching(|e| self.is_load(e)).len();
         let r = self.call("Page.navigate", json!({"url": url}))?;
         if let Some(err) = r.get("errorText").and_then(Value::as_str) {
             bail!("navigating to {url}: {err}");
         }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.cdp.events_matching(|e| self.is_load(e)).len() <= before {
+        // A same-document navigation (a fragment) has no loader and fires no load event.
+        let Some(loader) = r
+            .get("loaderId")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            return Ok(());
+        };
+        self.wait_committed_and_loaded(0, Duration::from_secs(20), |frame| {
+            frame["loaderId"].as_str() == Some(loader.as_str())
+        })
+        .with_context(|| format!("{url} did not finish loading"))
+    }
+
+    /// Waits, among this tab's events from index `from` on, for a main-frame commit (`Page.frameNavigated`)
+    /// whose frame satisfies `is_ours`, followed by a load event.
+    pub(crate) fn wait_committed_and_loaded(
+        &self,
+        from: usize,
+        timeout: Duration,
+        is_ours: impl Fn(&Value) -> bool,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let events = self.page_events();
+            let committed = events.iter().skip(from).position(|e| {
+                e["method"] == "Page.frameNavigated"
+                    && e["params"]["frame"].get("parentId").is_none()
+                    && is_ours(&e["params"]["frame"])
+            });
+            if let Some(at) = committed {
+                if events[from + at..]
+                    .iter()
+                    .any(|e| e["method"] == "Page.loadEventFired")
+                {
+                    return Ok(());
+                }
+            }
             if Instant::now() > deadline {
-                bail!("{url} did not finish loading in 20 s");
+                bail!("no committed and loaded document in {timeout:?}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        Ok(())
     }
 
-    fn is_load(&self, e: &Value) -> bool {
-        e["method"] == "Page.loadEventFired"
-            && e["sessionId"].as_str() == Some(self.session.as_str())
+    /// This tab's load and commit events, in the order they arrived.
+    pub(crate) fn page_events(&self) -> Vec<Value> {
+        self.cdp.events_matching(|e| {
+            e["sessionId"].as_str() == Some(self.session.as_str())
+                && (e["method"] == "Page.loadEventFired" || e["method"] == "Page.frameNavigated")
+        })
     }
 
     /// Evaluates an expression (promises awaited) and returns its JSON value.

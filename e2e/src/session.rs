@@ -360,25 +360,12 @@ pub fn wait_fixture_done(tab: &Tab, case: &Case) -> Result<()> {
 }
 
 impl Tab {
+    /// Reloads and waits for the reloaded document's load event.
     pub fn reload(&self) -> Result<()> {
-        let before = self
-            .cdp
-            .events_matching(|e| is_load(e, &self.session))
-            .len();
+        let from = self.page_events().len();
         self.call("Page.reload", json!({}))?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self
-            .cdp
-            .events_matching(|e| is_load(e, &self.session))
-            .len()
-            <= before
-        {
-            if Instant::now() > deadline {
-                bail!("reload did not finish in 10 s");
-            }
-            std::thread::sleep(Duration::from_millis(30));
-        }
-        Ok(())
+        self.wait_committed_and_loaded(from, Duration::from_secs(10), |_| true)
+            .context("reload did not finish")
     }
 }
 
@@ -396,8 +383,4 @@ impl Tab {
             }
         }
     }
-}
-
-fn is_load(e: &Value, session: &str) -> bool {
-    e["method"] == "Page.loadEventFired" && e["sessionId"].as_str() == Some(session)
 }

@@ -1082,7 +1082,7 @@ async fn requests_to_another_host_name_are_refused() {
 }
 
 #[tokio::test]
-async fn pairing_needs_json() {
+async fn pairing_needs_json_on_both_pairing_routes() {
     let h = harness();
     let code = h.new_code();
     for ct in [
@@ -1113,6 +1113,35 @@ async fn pairing_needs_json() {
         ))
         .unwrap();
     assert_eq!(h.call(req).await.status, StatusCode::OK);
+
+    // The relay-to-relay pairing route is held to the same rule.
+    let now = h.state.clock.now();
+    let sync_code = h
+        .state
+        .db
+        .write(|c| personkit_store::sync::create_sync_code(c, now))
+        .unwrap()
+        .0
+        .display();
+    let body = json!({"code": sync_code, "relay_id": "relay-page", "name": "page"}).to_string();
+    for ct in [None, Some("text/plain")] {
+        let mut req = Request::post("/v1/sync/pair");
+        if let Some(ct) = ct {
+            req = req.header(header::CONTENT_TYPE, ct);
+        }
+        assert_error(
+            &h.call(req.body(Body::from(body.clone())).unwrap()).await,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        );
+    }
+    assert_eq!(h.count("SELECT count(*) FROM sync_peers"), 0);
+    let req = Request::post("/v1/sync/pair")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    assert_eq!(h.call(req).await.status, StatusCode::OK);
+    assert_eq!(h.count("SELECT count(*) FROM sync_peers"), 1);
 }
 
 /// A device reports a surface's adapter stale: capture health colours it at least yellow with the reason

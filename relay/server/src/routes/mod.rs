@@ -259,6 +259,59 @@ pub(crate) async fn read_body(
     }
 }
 
+/// What a pairing route is redeeming, for its error messages.
+pub(crate) struct PairingBody {
+    /// The JSON object the route takes, as shown in its errors (`{"code", "device_name"}`).
+    pub shape: &'static str,
+    /// What to do when the object has the wrong fields.
+    pub hint: &'static str,
+}
+
+/// Reads and parses the body of a pairing request (`/v1/pair`, `/v1/sync/pair`). Only `application/json` is taken:
+/// a web page can send `text/plain` without a CORS preflight, JSON needs one, and the relay grants CORS to
+/// extension origins only — so no page can redeem a code it learnt.
+pub(crate) async fn read_pairing_body<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+    timeout: Duration,
+    what: PairingBody,
+) -> Result<T, AppError> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(AppError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "a pairing request must be JSON",
+            format!("send Content-Type: application/json with {}", what.shape),
+        ));
+    }
+    let bytes = read_body(body, SMALL_BODY_BYTES, timeout)
+        .await
+        .map_err(|e| {
+            e.unwrap_or_else(|| {
+                AppError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    "pairing request too large",
+                    format!("send {}", what.shape),
+                )
+            })
+        })?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| malformed_json(&e))?;
+    serde_json::from_value(value).map_err(|_| {
+        AppError::bad_request(
+            "malformed_request",
+            format!("expected {}", what.shape),
+            what.hint,
+        )
+    })
+}
+
 pub(crate) fn malformed_json(e: &serde_json::Error) -> AppError {
     AppError::bad_request(
         "malformed_json",

@@ -3,12 +3,12 @@
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use personkit_store::auth::{self, AuthError};
 use serde::Deserialize;
 
-use super::{SMALL_BODY_BYTES, malformed_json, read_body};
+use super::{PairingBody, read_pairing_body};
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -24,42 +24,16 @@ pub(super) async fn post_pair(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
-    // A web page can send `text/plain` without a CORS preflight; JSON needs one, and the relay grants CORS to
-    // extension origins only.
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if !is_json {
-        return Err(AppError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "a pairing request must be JSON",
-            "send Content-Type: application/json with {\"code\", \"device_name\"}",
-        ));
-    }
-    let bytes = read_body(body, SMALL_BODY_BYTES, st.config.body_timeout)
-        .await
-        .map_err(|e| {
-            e.unwrap_or_else(|| {
-                AppError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    "pairing request too large",
-                    "send {\"code\", \"device_name\"}",
-                )
-            })
-        })?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| malformed_json(&e))?;
-    let req: PairRequest = serde_json::from_value(value).map_err(|_| {
-        AppError::bad_request(
-            "malformed_request",
-            "expected {\"code\": string, \"device_name\": string}",
-            "send the pairing code shown by `personkit pair` and a name for this device",
-        )
-    })?;
+    let req: PairRequest = read_pairing_body(
+        &headers,
+        body,
+        st.config.body_timeout,
+        PairingBody {
+            shape: "{\"code\": string, \"device_name\": string}",
+            hint: "send the pairing code shown by `personkit pair` and a name for this device",
+        },
+    )
+    .await?;
     let now = st.clock.now();
     let db = st.db.clone();
     let res = tokio::task::spawn_blocking(move || {

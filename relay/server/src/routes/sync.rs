@@ -5,7 +5,7 @@
 
 use axum::body::Body;
 use axum::extract::{Query, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -13,7 +13,7 @@ use personkit_store::auth::AuthError;
 use personkit_store::sync::{self, Peer, Source};
 use serde::Deserialize;
 
-use super::{SMALL_BODY_BYTES, bearer, malformed_json, read_body};
+use super::{PairingBody, bearer, malformed_json, read_body, read_pairing_body};
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -60,29 +60,19 @@ struct PairRequest {
 
 pub(super) async fn post_pair(
     State(st): State<AppState>,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
-    let bytes = read_body(body, SMALL_BODY_BYTES, st.config.body_timeout)
-        .await
-        .map_err(|e| {
-            e.unwrap_or_else(|| {
-                AppError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    "sync pairing request too large",
-                    "send {\"code\", \"relay_id\", \"name\"}",
-                )
-            })
-        })?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| malformed_json(&e))?;
-    let req: PairRequest = serde_json::from_value(value).map_err(|_| {
-        AppError::bad_request(
-            "malformed_request",
-            "expected {\"code\": string, \"relay_id\": string, \"name\": string}",
-            "use `personkit sync add <url> --code <code>`",
-        )
-    })?;
+    let req: PairRequest = read_pairing_body(
+        &headers,
+        body,
+        st.config.body_timeout,
+        PairingBody {
+            shape: "{\"code\": string, \"relay_id\": string, \"name\": string}",
+            hint: "use `personkit sync add <url> --code <code>`",
+        },
+    )
+    .await?;
     let now = st.clock.now();
     let db = st.db.clone();
     let res = tokio::task::spawn_blocking(move || {
