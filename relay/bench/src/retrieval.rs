@@ -16,6 +16,7 @@ use personkit_store::{Connection, bulk};
 use personkit_testkit::Relay;
 use serde::Serialize;
 
+use crate::context_fts::{self, ContextFts};
 use crate::locomo::{self, Conversation, TextMode};
 
 /// One retrieval method of the benchmark.
@@ -28,6 +29,9 @@ pub struct Method {
     pub depth: usize,
     /// [`Query::context`]: share of a turn's score given to the turn after it.
     pub context: f64,
+    /// FTS from the side table of [`context_fts`] with these BM25 weights for the turn before and the turn after
+    /// (the message itself weighs 1); `None`: the shipped `messages_fts`.
+    pub neighbours: Option<(f64, f64)>,
 }
 
 /// The methods reported: the two single signals, plain RRF and the shipped hybrid defaults.
@@ -41,6 +45,7 @@ pub fn methods() -> Vec<Method> {
             rrf_k: 60.0,
             depth: 100,
             context: 0.0,
+            neighbours: None,
         },
         Method {
             name: "vector",
@@ -49,6 +54,7 @@ pub fn methods() -> Vec<Method> {
             rrf_k: 60.0,
             depth: 100,
             context: 0.0,
+            neighbours: None,
         },
         Method {
             name: "rrf-plain",
@@ -57,6 +63,7 @@ pub fn methods() -> Vec<Method> {
             rrf_k: 60.0,
             depth: 100,
             context: 0.0,
+            neighbours: None,
         },
         Method {
             name: "hybrid",
@@ -65,6 +72,7 @@ pub fn methods() -> Vec<Method> {
             rrf_k: d.rrf_k,
             depth: d.depth,
             context: d.context,
+            neighbours: None,
         },
     ]
 }
@@ -89,6 +97,7 @@ pub fn ablations() -> Vec<Method> {
         rrf_k: d.rrf_k,
         depth,
         context: d.context,
+        neighbours: None,
     };
     let next = |name: &'static str, weights: Weights, context: f64| Method {
         name,
@@ -97,8 +106,91 @@ pub fn ablations() -> Vec<Method> {
         rrf_k: d.rrf_k,
         depth: d.depth,
         context,
+        neighbours: None,
     };
+    let expand =
+        |name: &'static str, weights: Weights, before: f64, after: f64, context: f64| Method {
+            name,
+            weights,
+            fusion: d.fusion,
+            rrf_k: d.rrf_k,
+            depth: d.depth,
+            context,
+            neighbours: Some((before, after)),
+        };
     vec![
+        expand("fts doc+before 0.2", Weights::FTS_ONLY, 0.2, 0.0, 0.0),
+        expand("fts doc+before 0.3", Weights::FTS_ONLY, 0.3, 0.0, 0.0),
+        expand("fts doc+before 0.5", Weights::FTS_ONLY, 0.5, 0.0, 0.0),
+        expand(
+            "fts doc+before 0.3 +after 0.1",
+            Weights::FTS_ONLY,
+            0.3,
+            0.1,
+            0.0,
+        ),
+        expand(
+            "fts doc+before 0.3 +after 0.2",
+            Weights::FTS_ONLY,
+            0.3,
+            0.2,
+            0.0,
+        ),
+        expand("hybrid doc+before 0.2", d.weights, 0.2, 0.0, 0.0),
+        expand("hybrid doc+before 0.3", d.weights, 0.3, 0.0, 0.0),
+        expand("hybrid doc+before 0.5", d.weights, 0.5, 0.0, 0.0),
+        expand("hybrid doc+before 0.7", d.weights, 0.7, 0.0, 0.0),
+        expand("hybrid doc+before 1.0", d.weights, 1.0, 0.0, 0.0),
+        expand("hybrid doc+before 0.5 +after 0.2", d.weights, 0.5, 0.2, 0.0),
+        expand("hybrid doc+before 0.3 +after 0.1", d.weights, 0.3, 0.1, 0.0),
+        expand("hybrid doc+before 0.3 +after 0.2", d.weights, 0.3, 0.2, 0.0),
+        expand(
+            "hybrid doc+before 0.3 next turn 0.2",
+            d.weights,
+            0.3,
+            0.0,
+            0.2,
+        ),
+        expand(
+            "hybrid doc+before 0.3 fts 0.8 : vec 0.2",
+            Weights {
+                fts: 0.8,
+                vector: 0.2,
+                ..d.weights
+            },
+            0.3,
+            0.0,
+            0.0,
+        ),
+        expand(
+            "hybrid doc+before 0.3 fts 0.6 : vec 0.4",
+            Weights {
+                fts: 0.6,
+                vector: 0.4,
+                ..d.weights
+            },
+            0.3,
+            0.0,
+            0.0,
+        ),
+        expand(
+            "hybrid doc+before 0.5 fts 0.8 : vec 0.2",
+            Weights {
+                fts: 0.8,
+                vector: 0.2,
+                ..d.weights
+            },
+            0.5,
+            0.0,
+            0.0,
+        ),
+        expand(
+            "hybrid doc+before 0.5 next turn 0.1",
+            d.weights,
+            0.5,
+            0.0,
+            0.1,
+        ),
         next("fts + next turn 0.3", Weights::FTS_ONLY, 0.3),
         next("hybrid + next turn 0.1", d.weights, 0.1),
         next("hybrid + next turn 0.2", d.weights, 0.2),
@@ -116,6 +208,7 @@ pub fn ablations() -> Vec<Method> {
             rrf_k: 60.0,
             depth: 10,
             context: 0.0,
+            neighbours: None,
         },
         Method {
             name: "rrf depth 20",
@@ -124,6 +217,7 @@ pub fn ablations() -> Vec<Method> {
             rrf_k: 60.0,
             depth: 20,
             context: 0.0,
+            neighbours: None,
         },
         Method {
             name: "rrf depth 30",
@@ -132,6 +226,7 @@ pub fn ablations() -> Vec<Method> {
             rrf_k: 60.0,
             depth: 30,
             context: 0.0,
+            neighbours: None,
         },
         Method {
             name: "rrf k=10",
@@ -140,6 +235,7 @@ pub fn ablations() -> Vec<Method> {
             rrf_k: 10.0,
             depth: 100,
             context: 0.0,
+            neighbours: None,
         },
         Method {
             name: "rrf fts 2 : vec 1",
@@ -148,6 +244,7 @@ pub fn ablations() -> Vec<Method> {
             rrf_k: 60.0,
             depth: 100,
             context: 0.0,
+            neighbours: None,
         },
         Method {
             name: "rrf fts 2 : vec 1, depth 20",
@@ -156,6 +253,7 @@ pub fn ablations() -> Vec<Method> {
             rrf_k: 60.0,
             depth: 20,
             context: 0.0,
+            neighbours: None,
         },
         Method {
             name: "rrf fts 1.5 : vec 1, depth 20",
@@ -164,6 +262,7 @@ pub fn ablations() -> Vec<Method> {
             rrf_k: 60.0,
             depth: 20,
             context: 0.0,
+            neighbours: None,
         },
     ]
 }
@@ -318,6 +417,9 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
             })
         });
     }
+    if all.iter().any(|m| m.neighbours.is_some()) {
+        context_fts::build(&conn)?;
+    }
     let (mut results, questions, skipped) = evaluate(&conn, embedder.as_deref(), &convs, &all)?;
     if let (Some(mut ctx), Some(e)) = (ctx, &embedder) {
         embed_all(
@@ -442,7 +544,17 @@ pub fn evaluate(
                 q.depth = m.depth;
                 q.context = m.context;
                 let t = Instant::now();
-                let r = personkit_search::query(conn, &indexes, embedder, &q)?;
+                let r = match m.neighbours {
+                    None => personkit_search::query(conn, &indexes, embedder, &q)?,
+                    Some((before, after)) => {
+                        let reader = ContextFts {
+                            conn,
+                            before,
+                            after,
+                        };
+                        personkit_search::query(&reader, &indexes, embedder, &q)?
+                    }
+                };
                 times[mi].push(t.elapsed().as_secs_f64() * 1000.0);
                 let first = r.hits.iter().position(|h| want.contains(&&h.row.id));
                 for (slot, k) in [1, 5, 10].iter().enumerate() {
