@@ -160,6 +160,7 @@ impl ContextFts<'_> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use personkit_shared::wire::Role;
     use personkit_store::bulk::{self, BulkMessage};

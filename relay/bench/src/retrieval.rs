@@ -99,15 +99,6 @@ pub fn ablations() -> Vec<Method> {
         context: d.context,
         neighbours: None,
     };
-    let next = |name: &'static str, weights: Weights, context: f64| Method {
-        name,
-        weights,
-        fusion: d.fusion,
-        rrf_k: d.rrf_k,
-        depth: d.depth,
-        context,
-        neighbours: None,
-    };
     let expand =
         |name: &'static str, weights: Weights, before: f64, after: f64, context: f64| Method {
             name,
@@ -116,8 +107,11 @@ pub fn ablations() -> Vec<Method> {
             rrf_k: d.rrf_k,
             depth: d.depth,
             context,
-            neighbours: Some((before, after)),
+            neighbours: (before > 0.0 || after > 0.0).then_some((before, after)),
         };
+    let next = |name: &'static str, weights: Weights, context: f64| {
+        expand(name, weights, 0.0, 0.0, context)
+    };
     vec![
         expand("fts doc+before 0.2", Weights::FTS_ONLY, 0.2, 0.0, 0.0),
         expand("fts doc+before 0.3", Weights::FTS_ONLY, 0.3, 0.0, 0.0),

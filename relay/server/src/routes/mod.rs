@@ -222,6 +222,26 @@ async fn require_device(
     Ok(next.run(req).await)
 }
 
+/// [`read_body`] with its over-the-limit case answered as 413 `body_too_large` with `message` and `hint`.
+pub(crate) async fn read_body_or_413(
+    body: Body,
+    limit: usize,
+    timeout: Duration,
+    message: impl Into<String>,
+    hint: impl Into<String>,
+) -> Result<Bytes, AppError> {
+    read_body(body, limit, timeout).await.map_err(|e| {
+        e.unwrap_or_else(|| {
+            AppError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                message,
+                hint,
+            )
+        })
+    })
+}
+
 /// Read a body up to `limit` bytes within `timeout`; `Err(None)` when it is larger, `Err(Some(..))` on a broken
 /// or too slow body.
 pub(crate) async fn read_body(
@@ -289,18 +309,14 @@ pub(crate) async fn read_pairing_body<T: serde::de::DeserializeOwned>(
             format!("send Content-Type: application/json with {}", what.shape),
         ));
     }
-    let bytes = read_body(body, SMALL_BODY_BYTES, timeout)
-        .await
-        .map_err(|e| {
-            e.unwrap_or_else(|| {
-                AppError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    "pairing request too large",
-                    format!("send {}", what.shape),
-                )
-            })
-        })?;
+    let bytes = read_body_or_413(
+        body,
+        SMALL_BODY_BYTES,
+        timeout,
+        "pairing request too large",
+        format!("send {}", what.shape),
+    )
+    .await?;
     let value: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| malformed_json(&e))?;
     serde_json::from_value(value).map_err(|_| {

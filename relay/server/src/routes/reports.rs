@@ -10,7 +10,7 @@ use personkit_shared::wire::ItemResult;
 use personkit_store::health;
 use serde::Serialize;
 
-use super::{SMALL_BODY_BYTES, malformed_json, read_body};
+use super::{SMALL_BODY_BYTES, malformed_json, read_body_or_413};
 use crate::error::AppError;
 use crate::state::{AppState, AuthedDevice};
 
@@ -31,18 +31,14 @@ pub(super) async fn post_capture_reports(
             "send capture reports with a paired device's token (`personkit pair`)",
         ));
     }
-    let bytes = read_body(body, SMALL_BODY_BYTES, st.config.body_timeout)
-        .await
-        .map_err(|e| {
-            e.unwrap_or_else(|| {
-                AppError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    format!("the body is over the limit of {SMALL_BODY_BYTES} bytes"),
-                    format!("send at most {MAX_REPORTS} reports"),
-                )
-            })
-        })?;
+    let bytes = read_body_or_413(
+        body,
+        SMALL_BODY_BYTES,
+        st.config.body_timeout,
+        format!("the body is over the limit of {SMALL_BODY_BYTES} bytes"),
+        format!("send at most {MAX_REPORTS} reports"),
+    )
+    .await?;
     let reports: CaptureReports = serde_json::from_slice(&bytes).map_err(|e| {
         if e.classify() == serde_json::error::Category::Data {
             AppError::bad_request(

@@ -13,7 +13,7 @@ use personkit_store::auth::AuthError;
 use personkit_store::sync::{self, Peer, Source};
 use serde::Deserialize;
 
-use super::{PairingBody, bearer, malformed_json, read_body, read_pairing_body};
+use super::{PairingBody, bearer, malformed_json, read_body_or_413, read_pairing_body};
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -169,18 +169,14 @@ pub(super) async fn post_pages(
     Extension(SyncPeer(peer)): Extension<SyncPeer>,
     body: Body,
 ) -> Result<Response, AppError> {
-    let bytes = read_body(body, PAGE_BODY_BYTES, st.config.body_timeout)
-        .await
-        .map_err(|e| {
-            e.unwrap_or_else(|| {
-                AppError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    "the pushed page is over 64 MB",
-                    "push smaller pages",
-                )
-            })
-        })?;
+    let bytes = read_body_or_413(
+        body,
+        PAGE_BODY_BYTES,
+        st.config.body_timeout,
+        "the pushed page is over 64 MB",
+        "push smaller pages",
+    )
+    .await?;
     let page: PushedPage = serde_json::from_slice(&bytes).map_err(|e| {
         if e.classify() == serde_json::error::Category::Data {
             AppError::bad_request(
