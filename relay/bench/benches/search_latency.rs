@@ -34,6 +34,10 @@ struct LatencyArgs {
     /// model), as a relay with that embedder would; the corpus vectors stay synthetic.
     #[arg(long)]
     query_model: bool,
+    /// Also measure FTS and hybrid with the turn before each message as a second FTS column of this weight
+    /// (a side table built in the corpus; interleaved with the shipped index).
+    #[arg(long)]
+    neighbours: Option<f64>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -70,7 +74,8 @@ fn main() -> anyhow::Result<()> {
     } else {
         None
     };
-    let (results, bit_recall) = latency::measure(&conn, a.queries, seed, query_model.as_deref())?;
+    let (results, bit_recall) =
+        latency::measure(&conn, a.queries, seed, query_model.as_deref(), a.neighbours)?;
     let mut throughput = None;
     if a.embed_texts > 0 {
         let config = EmbedderConfig::load(None).map_err(|e| anyhow!("{e}"))?;

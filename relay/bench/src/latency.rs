@@ -14,6 +14,7 @@ use personkit_search::{Indexes, Query, Weights};
 use personkit_shared::wire::Role;
 use personkit_store::Connection;
 use personkit_store::bulk::{self, BulkMessage};
+use personkit_store::neighbours::{self, NeighbourFts};
 use personkit_store::retrieval::{FtsOrder, fts_probe};
 use personkit_store::vectors::{Kind, ModelRef};
 use personkit_testkit::Rng;
@@ -244,11 +245,14 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 /// Runs `queries` queries per method against a built corpus.
 /// With `query_model`, the vector and hybrid methods are measured a second time with each query also embedded by
 /// that model ([`ModelTimed`]).
+/// With `neighbours` (the weight of the turn before), FTS and hybrid are also measured with the FTS part answered
+/// from [`neighbours`]'s side table, interleaved query by query with the shipped index.
 pub fn measure(
     conn: &Connection,
     queries: usize,
     seed: u64,
     query_model: Option<&dyn Embedder>,
+    neighbours: Option<f64>,
 ) -> anyhow::Result<(Vec<Latency>, f64)> {
     let emb = SynthEmbedder::new(seed);
     let mut g = Gen::new(seed ^ 0xABCD);
@@ -304,6 +308,56 @@ pub fn measure(
             p50_ms: pct(&mut times, 0.5),
             p95_ms: pct(&mut times, 0.95),
         });
+    }
+    if let Some(before) = neighbours {
+        let t = Instant::now();
+        neighbours::build(conn)?;
+        out.push(Latency {
+            method: "side table with the turn before, built once".into(),
+            p50_ms: t.elapsed().as_secs_f64() * 1000.0,
+            p95_ms: t.elapsed().as_secs_f64() * 1000.0,
+        });
+        let expanded = NeighbourFts {
+            conn,
+            before,
+            after: 0.0,
+        };
+        // [shipped fts, expanded fts, shipped hybrid, expanded hybrid], alternating per query.
+        let mut times: [Vec<f64>; 4] = Default::default();
+        for (topic, words) in &qs {
+            for (i, w) in [Weights::FTS_ONLY, Query::new("").weights]
+                .into_iter()
+                .enumerate()
+            {
+                let mut q = Query::new(format!("topic{topic} {words}"));
+                q.weights = w;
+                q.include_events = false;
+                let t = Instant::now();
+                std::hint::black_box(personkit_search::query(conn, &indexes, Some(&emb), &q)?);
+                times[2 * i].push(t.elapsed().as_secs_f64() * 1000.0);
+                let t = Instant::now();
+                std::hint::black_box(personkit_search::query(
+                    &expanded,
+                    &indexes,
+                    Some(&emb),
+                    &q,
+                )?);
+                times[2 * i + 1].push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+        let names = [
+            "fts, shipped index (interleaved)".to_string(),
+            format!("fts, index + turn before at {before} (interleaved)"),
+            "hybrid, shipped index (interleaved)".to_string(),
+            format!("hybrid, index + turn before at {before} (interleaved)"),
+        ];
+        for (name, mut t) in names.into_iter().zip(times) {
+            out.push(Latency {
+                method: name,
+                p50_ms: pct(&mut t, 0.5),
+                p95_ms: pct(&mut t, 0.95),
+            });
+        }
     }
     // The FTS subquery alone, ordered by FTS5's `rank` column (the usual idiom) and by `bm25()` (what
     // `fts_signal` uses): same rows, different cost. Interleaved per query so load drifts hit both alike.

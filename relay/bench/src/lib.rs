@@ -10,7 +10,6 @@
 //!
 //! The ingest benchmark belongs to the store: `cargo bench -p personkit-store --bench ingest`.
 
-pub mod context_fts;
 pub mod latency;
 pub mod locomo;
 pub mod mcp;

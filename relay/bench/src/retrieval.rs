@@ -12,11 +12,11 @@ use personkit_embed::{self as embed, Embedder, EmbedderConfig};
 use personkit_search::indexer;
 use personkit_search::{Fusion, Indexes, Query, Weights};
 use personkit_store::clock::Clock;
+use personkit_store::neighbours::{self, NeighbourFts};
 use personkit_store::{Connection, bulk};
 use personkit_testkit::Relay;
 use serde::Serialize;
 
-use crate::context_fts::{self, ContextFts};
 use crate::locomo::{self, Conversation, TextMode};
 
 /// One retrieval method of the benchmark.
@@ -29,7 +29,7 @@ pub struct Method {
     pub depth: usize,
     /// [`Query::context`]: share of a turn's score given to the turn after it.
     pub context: f64,
-    /// FTS from the side table of [`context_fts`] with these BM25 weights for the turn before and the turn after
+    /// FTS from the side table of [`neighbours`] with these BM25 weights for the turn before and the turn after
     /// (the message itself weighs 1); `None`: the shipped `messages_fts`.
     pub neighbours: Option<(f64, f64)>,
 }
@@ -412,7 +412,7 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
         });
     }
     if all.iter().any(|m| m.neighbours.is_some()) {
-        context_fts::build(&conn)?;
+        neighbours::build(&conn)?;
     }
     let (mut results, questions, skipped) = evaluate(&conn, embedder.as_deref(), &convs, &all)?;
     if let (Some(mut ctx), Some(e)) = (ctx, &embedder) {
@@ -541,7 +541,7 @@ pub fn evaluate(
                 let r = match m.neighbours {
                     None => personkit_search::query(conn, &indexes, embedder, &q)?,
                     Some((before, after)) => {
-                        let reader = ContextFts {
+                        let reader = NeighbourFts {
                             conn,
                             before,
                             after,

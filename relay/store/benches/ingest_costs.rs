@@ -20,6 +20,20 @@ const VARIANTS: &[(&str, &str)] = &[
     ),
     ("without the FTS index", "DROP TRIGGER messages_fts_insert;"),
     (
+        "FTS with the turn before as a second column",
+        // What indexing the previous turn beside each message would cost: a contentless two-column index filled
+        // by a trigger that looks the previous current turn up through a (thread, ordinal) index.
+        "DROP TRIGGER messages_fts_insert;
+         CREATE INDEX bench_thread_ordinal ON messages(thread_id, ordinal) WHERE is_current = 1;
+         CREATE VIRTUAL TABLE bench_ctx_fts USING fts5(
+             content, before, content='', contentless_delete=1, tokenize='porter unicode61');
+         CREATE TRIGGER bench_ctx_fts_insert AFTER INSERT ON messages BEGIN
+             INSERT INTO bench_ctx_fts(rowid, content, before) VALUES (new.pk, new.content, COALESCE(
+                 (SELECT p.content FROM messages p WHERE p.thread_id = new.thread_id AND p.is_current = 1
+                    AND p.ordinal < new.ordinal ORDER BY p.ordinal DESC LIMIT 1), ''));
+         END;",
+    ),
+    (
         "page cache 2 MiB (SQLite's default)",
         "PRAGMA cache_size=-2000;",
     ),

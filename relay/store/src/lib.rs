@@ -22,6 +22,7 @@ pub mod harvest;
 pub mod health;
 pub mod ingest;
 pub mod migrations;
+pub mod neighbours;
 pub mod read;
 pub mod retrieval;
 pub mod signin;

@@ -1,13 +1,14 @@
-//! Document expansion measured without a migration: a side FTS5 table in the benchmark's corpus whose rows carry,
-//! beside each current message, the turn before it and the turn after it in its thread as separate columns, and a
-//! [`SearchReader`] that answers the FTS part of a query from it with per-column BM25 weights (everything else is
-//! the corpus as shipped). The retrieval benchmark uses it to decide whether the shipped index should carry the
-//! neighbouring turns before that costs a schema change.
+//! Document expansion measured without a migration, for benchmarks (the relay never calls this): a side FTS5
+//! table in a corpus whose rows carry, beside each current message, the turn before it and the turn after it in
+//! its thread as separate columns, and a [`SearchReader`] that answers the FTS part of a query from it with
+//! per-column BM25 weights (everything else is the corpus as shipped). The retrieval and latency benchmarks use it
+//! to decide whether the shipped index should carry the neighbouring turns before that costs a schema change.
 
-use personkit_store::retrieval::{RowMeta, SearchReader};
-use personkit_store::vectors::Kind;
-use personkit_store::{Connection, DbError};
-use rusqlite::params;
+use rusqlite::{Connection, params};
+
+use crate::db::DbError;
+use crate::retrieval::{RowMeta, SearchReader};
+use crate::vectors::Kind;
 
 /// The side table the benchmark builds (dropped and rebuilt on every run).
 const TABLE: &str = "bench_context_fts";
@@ -35,13 +36,13 @@ pub fn build(conn: &Connection) -> Result<usize, DbError> {
 /// The corpus, with FTS answered from [`TABLE`] as `bm25(content 1.0, before, after)`; a neighbour weighted 0
 /// is not searched at all.
 #[derive(Debug)]
-pub struct ContextFts<'a> {
+pub struct NeighbourFts<'a> {
     pub conn: &'a Connection,
     pub before: f64,
     pub after: f64,
 }
 
-impl SearchReader for ContextFts<'_> {
+impl SearchReader for NeighbourFts<'_> {
     fn fts(&self, kind: Kind, expr: &str, limit: usize) -> Result<Vec<(i64, f64)>, DbError> {
         match kind {
             Kind::Message => self.fts_in(expr, None, limit),
@@ -124,14 +125,13 @@ impl SearchReader for ContextFts<'_> {
     }
 }
 
-impl ContextFts<'_> {
+impl NeighbourFts<'_> {
     fn fts_in(
         &self,
         expr: &str,
         threads: Option<&[String]>,
         limit: usize,
     ) -> Result<Vec<(i64, f64)>, DbError> {
-        let threads = threads.map(|t| serde_json::to_string(t).unwrap_or_else(|_| "[]".into()));
         // A column weighted 0 is left out of the match: it would still add rows, at score 0.
         let mut columns = vec!["content"];
         if self.before > 0.0 {
@@ -141,13 +141,22 @@ impl ContextFts<'_> {
             columns.push("after");
         }
         let expr = format!("{{{}}} : ({expr})", columns.join(" "));
-        let sql = format!(
-            "SELECT {TABLE}.rowid, bm25({TABLE}, 1.0, ?4, ?5) AS score FROM {TABLE}
-             JOIN messages m ON m.pk = {TABLE}.rowid
-             WHERE {TABLE} MATCH ?1 AND m.is_current = 1
-               AND (?2 IS NULL OR m.thread_id IN (SELECT value FROM json_each(?2)))
-             ORDER BY score LIMIT ?3"
-        );
+        // The same two statement shapes as the shipped `fts` and `fts_in_threads` (the table holds current
+        // messages only), so the latency bench compares like with like.
+        let threads = threads.map(|t| serde_json::to_string(t).unwrap_or_else(|_| "[]".into()));
+        let sql = if threads.is_some() {
+            format!(
+                "SELECT {TABLE}.rowid, bm25({TABLE}, 1.0, ?4, ?5) AS score FROM {TABLE}
+                 JOIN messages m ON m.pk = {TABLE}.rowid
+                 WHERE {TABLE} MATCH ?1 AND m.thread_id IN (SELECT value FROM json_each(?2))
+                 ORDER BY score LIMIT ?3"
+            )
+        } else {
+            format!(
+                "SELECT f.pk, f.score FROM (SELECT rowid AS pk, bm25({TABLE}, 1.0, ?4, ?5) AS score FROM {TABLE}
+                   WHERE {TABLE} MATCH ?1 ORDER BY score LIMIT ?3) AS f"
+            )
+        };
         let mut st = self.conn.prepare_cached(&sql)?;
         let rows = st
             .query_map(
@@ -163,10 +172,9 @@ impl ContextFts<'_> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use personkit_shared::wire::Role;
-    use personkit_store::bulk::{self, BulkMessage};
-    use personkit_store::retrieval::SearchReader;
 
     use super::*;
+    use crate::bulk::{self, BulkMessage};
 
     fn turn(conversation: &str, ordinal: u32, role: Role, content: &str) -> BulkMessage {
         BulkMessage {
@@ -186,7 +194,7 @@ mod tests {
     #[test]
     fn a_reply_is_found_by_the_words_of_the_turn_it_answers() {
         let dir = tempfile::tempdir().unwrap();
-        let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
+        let mut conn = crate::db::open(&dir.path().join("corpus.db")).unwrap();
         // Stored out of order: the neighbours come from ordinals, not from insertion order.
         let rows = vec![
             turn("a", 2, Role::User, "thanks"),
@@ -227,7 +235,7 @@ mod tests {
             shipped.iter().map(|h| h.0).collect::<Vec<_>>(),
             vec![pk_of("which fruit grows best on a balcony")]
         );
-        let expanded = ContextFts {
+        let expanded = NeighbourFts {
             conn: &conn,
             before: 0.5,
             after: 0.0,
@@ -241,6 +249,12 @@ mod tests {
             ],
             "the question first, then its reply through the `before` column"
         );
+        // Unrestricted (the statement shape of an unscoped search): the same two rows.
+        let everywhere = expanded.fts(Kind::Message, "\"fruit\"", 10).unwrap();
+        assert_eq!(
+            everywhere.iter().map(|h| h.0).collect::<Vec<_>>(),
+            hits.iter().map(|h| h.0).collect::<Vec<_>>()
+        );
         // "thanks" comes after the reply, so it carries "mangoes" as its turn before, never "fruit".
         let b = vec![thread_of("they run on rails")];
         assert!(
@@ -249,7 +263,7 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
-        let after = ContextFts {
+        let after = NeighbourFts {
             conn: &conn,
             before: 0.0,
             after: 0.5,
