@@ -45,6 +45,13 @@ struct LatencyArgs {
 
 fn main() -> anyhow::Result<()> {
     let a = LatencyArgs::parse_from(bench_args());
+    if let Some(w) = a.neighbours
+        && !(w.is_finite() && w > 0.0)
+    {
+        bail!(
+            "--neighbours takes the turn before's BM25 weight, a number above 0 (e.g. 0.3); got {w}"
+        );
+    }
     let seed = 0x5EED_u64;
     let tmp = std::env::temp_dir().join(format!("personkit-latency-{}", std::process::id()));
     let path = a.db.clone().unwrap_or_else(|| tmp.join("corpus.db"));

@@ -86,19 +86,6 @@ pub fn ablations() -> Vec<Method> {
         recency: 1.0,
     };
     let d = Query::new("");
-    let convex = |name: &'static str, fts: f64, vector: f64, depth: usize| Method {
-        name,
-        weights: Weights {
-            fts,
-            vector,
-            ..d.weights
-        },
-        fusion: d.fusion,
-        rrf_k: d.rrf_k,
-        depth,
-        context: d.context,
-        neighbours: None,
-    };
     let expand =
         |name: &'static str, weights: Weights, before: f64, after: f64, context: f64| Method {
             name,
@@ -111,6 +98,18 @@ pub fn ablations() -> Vec<Method> {
         };
     let next = |name: &'static str, weights: Weights, context: f64| {
         expand(name, weights, 0.0, 0.0, context)
+    };
+    let convex = |name: &'static str, fts: f64, vector: f64, depth: usize| Method {
+        depth,
+        ..next(
+            name,
+            Weights {
+                fts,
+                vector,
+                ..d.weights
+            },
+            d.context,
+        )
     };
     vec![
         expand("fts doc+before 0.2", Weights::FTS_ONLY, 0.2, 0.0, 0.0),
