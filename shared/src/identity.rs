@@ -169,6 +169,12 @@ pub trait Lookup {
         text: &str,
         rank: u8,
     ) -> Result<Option<Stored>, Self::Error>;
+    /// Whether the thread may hold a turn read by a path of another rank than `rank` (when not, [`match_text`]
+    /// has nothing to compare and is not computed). The default answers yes.
+    fn has_other_ranks(&mut self, rank: u8) -> Result<bool, Self::Error> {
+        let _ = rank;
+        Ok(true)
+    }
 }
 
 /// What to do with an incoming turn.
@@ -217,8 +223,9 @@ pub fn decide<L: Lookup>(inc: &Incoming<'_>, lookup: &mut L) -> Result<Decision,
             },
         });
     }
-    let text = match_text(inc.content);
-    if !text.is_empty()
+    if lookup.has_other_ranks(rank)?
+        && let text = match_text(inc.content)
+        && !text.is_empty()
         && let Some(s) = lookup.by_match_text(inc.role, &text, rank)?
         && keys_compatible(inc, &s)
     {

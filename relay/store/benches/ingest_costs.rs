@@ -15,23 +15,25 @@ const BATCH: usize = 500;
 const VARIANTS: &[(&str, &str)] = &[
     ("as shipped", ""),
     (
-        "without the (thread, captured) and received indexes",
-        "DROP INDEX messages_thread_captured; DROP INDEX messages_received;",
+        "FTS fed by a trigger per message (schema 13)",
+        "DROP TRIGGER messages_fts_insert;
+         CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+             INSERT INTO messages_fts(rowid, content) VALUES (new.pk, new.content);
+         END;",
     ),
     ("without the FTS index", "DROP TRIGGER messages_fts_insert;"),
     (
-        "FTS with the turn before as a second column",
-        // What indexing the previous turn beside each message would cost: a contentless two-column index filled
-        // by a trigger that looks the previous current turn up through a (thread, ordinal) index.
-        "DROP TRIGGER messages_fts_insert;
-         CREATE INDEX bench_thread_ordinal ON messages(thread_id, ordinal) WHERE is_current = 1;
-         CREATE VIRTUAL TABLE bench_ctx_fts USING fts5(
-             content, before, content='', contentless_delete=1, tokenize='porter unicode61');
-         CREATE TRIGGER bench_ctx_fts_insert AFTER INSERT ON messages BEGIN
-             INSERT INTO bench_ctx_fts(rowid, content, before) VALUES (new.pk, new.content, COALESCE(
-                 (SELECT p.content FROM messages p WHERE p.thread_id = new.thread_id AND p.is_current = 1
-                    AND p.ordinal < new.ordinal ORDER BY p.ordinal DESC LIMIT 1), ''));
-         END;",
+        "without the change-feed (sync log) entry",
+        "DROP TRIGGER sync_log_message_insert;",
+    ),
+    (
+        "revision index without the hash",
+        "DROP INDEX messages_position_order;
+         CREATE INDEX messages_position_order ON messages(thread_id, position_key, captured_at);",
+    ),
+    (
+        "without the (thread, captured) and received indexes",
+        "DROP INDEX messages_thread_captured; DROP INDEX messages_received;",
     ),
     (
         "page cache 2 MiB (SQLite's default)",

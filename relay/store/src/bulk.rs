@@ -99,7 +99,7 @@ pub fn load(
             }
         }
     }
-    tx.commit()?;
+    crate::fts::commit(tx)?;
     Ok(())
 }
 

@@ -122,6 +122,12 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
     conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
     migrations::apply(&mut conn)?;
     ensure_relay_id(&conn)?;
+    // Messages committed without being indexed (a write path that skipped `fts::commit`, or rows added with another
+    // SQLite tool) become searchable now.
+    if crate::fts::pending(&conn)? > 0 {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        crate::fts::commit(tx)?;
+    }
     Ok(conn)
 }
 

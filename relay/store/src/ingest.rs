@@ -160,7 +160,7 @@ fn ingest_items_then(
     w.record_rejections(&rejections, now)?;
     w.finish()?;
     if commit {
-        tx.commit()?;
+        crate::fts::commit(tx)?;
     } else {
         tx.rollback()?;
     }
@@ -818,6 +818,10 @@ impl SqlLookup<'_, '_> {
 
 impl Lookup for SqlLookup<'_, '_> {
     type Error = StorageError;
+
+    fn has_other_ranks(&mut self, rank: u8) -> Result<bool, StorageError> {
+        Ok(self.ranks()? & !(1 << rank) != 0)
+    }
 
     fn by_hash(&mut self, hash: &str) -> Result<Option<Stored>, StorageError> {
         Ok(self

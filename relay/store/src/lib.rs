@@ -18,6 +18,7 @@ pub mod bulk;
 pub mod clock;
 pub mod db;
 pub mod forget;
+pub mod fts;
 pub mod harvest;
 pub mod health;
 pub mod ingest;

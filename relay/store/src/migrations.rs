@@ -41,6 +41,8 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(11, "0011_turn_identity"),
     migration!(12, "0012_sync"),
     migration!(13, "0013_harvest"),
+    migration!(14, "0014_fts_by_statement"),
+    migration!(15, "0015_sync_log_by_pk"),
 ];
 
 /// The schema version this build writes.
@@ -188,6 +190,108 @@ mod tests {
         let done = crate::forget::forget(&mut conn, &sel, time::OffsetDateTime::now_utc()).unwrap();
         assert_eq!(done.messages, 2);
         assert!(signal_rows(&conn).is_empty());
+    }
+
+    /// 0014 and 0015: a corpus written at schema 13 keeps its change feed (sequence numbers, order, and a number
+    /// once handed out never handed out again) and its full-text index, and both keep working for new rows.
+    #[test]
+    fn the_feed_and_the_index_of_a_schema_13_corpus_carry_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let conn = corpus_at(&path, 13);
+        let t = "0b7f3c1e-2d4a-5b6c-8d9e-0f1a2b3c4d5e";
+        let at = "2026-11-22T09:00:00.000Z";
+        conn.execute(
+            "INSERT INTO threads(id, surface, conversation_id, first_seen_at, last_seen_at, origin_device, origin_seq)
+             VALUES (?1, 'browser-ext:chatgpt', 'c1', ?2, ?2, 'dev', 1)",
+            params![t, at],
+        )
+        .unwrap();
+        for (i, content) in ["alpha question", "beta answer", "gamma aside"]
+            .iter()
+            .enumerate()
+        {
+            conn.execute(
+                "INSERT INTO messages(id, thread_id, role, content, content_hash, ordinal, position_key,
+                    captured_at, received_at, origin_device, origin_seq)
+                 VALUES (?1, ?2, 'user', ?3, ?4, ?5, 'o:' || ?5, ?6, ?6, 'dev', ?5)",
+                params![format!("m-{i}"), t, content, format!("h{i}"), i as i64, at],
+            )
+            .unwrap();
+        }
+        // The first message changes (moves to the end of the feed), then the newest entry's message is forgotten:
+        // the highest sequence number handed out (5) is no longer listed.
+        conn.execute("UPDATE messages SET ordinal = 7 WHERE id = 'm-0'", [])
+            .unwrap();
+        conn.execute("DELETE FROM messages WHERE id = 'm-0'", [])
+            .unwrap();
+        let feed = |c: &Connection, sql: &str| -> Vec<(i64, String)> {
+            c.prepare(sql)
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        let before = feed(
+            &conn,
+            "SELECT seq, kind || ':' || id FROM sync_log ORDER BY seq",
+        );
+        assert_eq!(
+            before,
+            [
+                (1, format!("t:{t}")),
+                (3, "m:m-1".into()),
+                (4, "m:m-2".into())
+            ]
+        );
+        drop(conn);
+
+        let mut conn = crate::db::open(&path).unwrap();
+        assert_eq!(current_version(&conn).unwrap(), latest_version());
+        let after = feed(
+            &conn,
+            "SELECT s.seq, s.kind || ':' || coalesce(s.id, m.id) FROM sync_log s
+             LEFT JOIN messages m ON m.pk = s.pk ORDER BY s.seq",
+        );
+        assert_eq!(after, before);
+        let page = crate::sync::page(&conn, 0, 100).unwrap();
+        let ids: Vec<&str> = page
+            .items
+            .iter()
+            .filter_map(|i| i.get("id").and_then(serde_json::Value::as_str))
+            .collect();
+        assert_eq!(ids, [t, "m-1", "m-2"]);
+
+        // A new message takes a number after every one handed out, and is searchable once committed.
+        let tx = conn.transaction().unwrap();
+        tx.execute(
+            "INSERT INTO messages(id, thread_id, role, content, content_hash, ordinal, position_key,
+                captured_at, received_at, origin_device, origin_seq)
+             VALUES ('m-3', ?1, 'user', 'delta remark', 'h3', 3, 'o:3', ?2, ?2, 'dev', 9)",
+            params![t, at],
+        )
+        .unwrap();
+        crate::fts::commit(tx).unwrap();
+        let newest: i64 = conn
+            .query_row("SELECT max(seq) FROM sync_log", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(newest, 6);
+        let hits = |c: &Connection, q: &str| -> i64 {
+            c.query_row(
+                "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?1",
+                [q],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(hits(&conn, "beta OR delta"), 2);
+        assert_eq!(hits(&conn, "alpha"), 0);
+        conn.execute(
+            "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)",
+            [],
+        )
+        .unwrap();
     }
 
     #[test]

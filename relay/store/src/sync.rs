@@ -329,27 +329,30 @@ pub struct Page {
 /// The feed after `after`: at most `limit` entries, and no more than [`PAGE_CONTENT_BYTES`] of content.
 pub fn page(conn: &Connection, after: i64, limit: usize) -> Result<Page, DbError> {
     let limit = limit.clamp(1, MAX_PAGE_ITEMS);
-    let entries: Vec<(i64, String, String)> = conn
-        .prepare_cached("SELECT seq, kind, id FROM sync_log WHERE seq > ?1 ORDER BY seq LIMIT ?2")?
+    // Messages are named by row number, threads and tombstones by id (migration 0015).
+    let entries: Vec<(i64, String, Option<String>, Option<i64>)> = conn
+        .prepare_cached(
+            "SELECT seq, kind, id, pk FROM sync_log WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+        )?
         .query_map(params![after, limit as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })?
         .collect::<Result<_, _>>()?;
     let mut next = after;
     let mut bytes = 0usize;
     let mut threads: BTreeSet<String> = BTreeSet::new();
     let mut rest: Vec<Value> = Vec::new();
-    for (seq, kind, id) in entries {
+    for (seq, kind, id, pk) in entries {
         if bytes >= PAGE_CONTENT_BYTES {
             break;
         }
         next = seq;
-        match kind.as_str() {
-            "t" => {
+        match (kind.as_str(), id, pk) {
+            ("t", Some(id), _) => {
                 threads.insert(id);
             }
-            "m" => {
-                if let Some((thread_id, item)) = message_item(conn, &id)? {
+            ("m", _, Some(pk)) => {
+                if let Some((thread_id, item)) = message_item(conn, pk)? {
                     bytes += item
                         .get("content")
                         .and_then(Value::as_str)
@@ -358,11 +361,13 @@ pub fn page(conn: &Connection, after: i64, limit: usize) -> Result<Page, DbError
                     rest.push(item);
                 }
             }
-            _ => {
+            ("f", Some(id), _) => {
                 if let Some(item) = tombstone_item(conn, &id)? {
                     rest.push(item);
                 }
             }
+            // The table's CHECK rules every other shape out.
+            _ => {}
         }
     }
     let mut items = Vec::with_capacity(threads.len() + rest.len());
@@ -400,16 +405,16 @@ fn thread_item(conn: &Connection, id: &str) -> Result<Option<Value>, DbError> {
         .optional()?)
 }
 
-fn message_item(conn: &Connection, id: &str) -> Result<Option<(String, Value)>, DbError> {
+fn message_item(conn: &Connection, pk: i64) -> Result<Option<(String, Value)>, DbError> {
     let row = conn
         .prepare_cached(
-            "SELECT m.pk, m.thread_id, m.role, m.content, m.content_hash, m.message_key, m.ordinal,
+            "SELECT m.id, m.thread_id, m.role, m.content, m.content_hash, m.message_key, m.ordinal,
                 m.position_key, m.occurred_at, m.captured_at, m.tool_calls, m.source_path, m.source_rank,
                 m.parent_key, m.origin_device, m.origin_seq,
                 p.captured_at, p.origin_device, p.client_device_id, p.app_version
-             FROM messages m LEFT JOIN provenance p ON p.id = m.provenance_id WHERE m.id = ?1",
+             FROM messages m LEFT JOIN provenance p ON p.id = m.provenance_id WHERE m.pk = ?1",
         )?
-        .query_row([id], |r| {
+        .query_row([pk], |r| {
             let provenance = match r.get::<_, Option<String>>(16)? {
                 Some(at) => serde_json::json!({
                     "captured_at": at, "origin_device": r.get::<_, Option<String>>(17)?,
@@ -420,10 +425,9 @@ fn message_item(conn: &Connection, id: &str) -> Result<Option<(String, Value)>, 
             };
             let thread_id: String = r.get(1)?;
             Ok((
-                r.get::<_, i64>(0)?,
                 thread_id.clone(),
                 serde_json::json!({
-                    "kind": "message", "id": id, "thread_id": thread_id,
+                    "kind": "message", "id": r.get::<_, String>(0)?, "thread_id": thread_id,
                     "role": r.get::<_, String>(2)?, "content": r.get::<_, String>(3)?,
                     "content_hash": r.get::<_, String>(4)?, "message_key": r.get::<_, Option<String>>(5)?,
                     "ordinal": r.get::<_, Option<i64>>(6)?, "position_key": r.get::<_, Option<String>>(7)?,
@@ -436,7 +440,7 @@ fn message_item(conn: &Connection, id: &str) -> Result<Option<(String, Value)>, 
             ))
         })
         .optional()?;
-    let Some((pk, thread_id, mut item)) = row else {
+    let Some((thread_id, mut item)) = row else {
         return Ok(None);
     };
     let renderings: Vec<Value> = conn
@@ -844,7 +848,7 @@ pub fn apply_page(
                 )?;
             }
         }
-        tx.commit()?;
+        crate::fts::commit(tx)?;
         Ok(std::mem::take(&mut out))
     })();
     conn.pragma_update(None, "secure_delete", "OFF")?;

@@ -1,0 +1,132 @@
+//! The full-text index's write side. New messages are queued by trigger (`messages_fts_pending`, migration 0014)
+//! and indexed by [`flush`] in one statement just before their transaction commits: FTS5 then writes one segment
+//! per transaction instead of one per message (it flushes its pending terms whenever a statement-journaled statement
+//! starts after it was written to). Updates and deletes of indexed messages still go through triggers.
+//!
+//! **Architecture invariant:** every transaction that inserts into `messages` ends with [`commit`] (or calls
+//! [`flush`] before its own commit), so a committed message is searchable; [`crate::db::open`] flushes whatever
+//! a crashed or older writer left queued.
+
+use rusqlite::{Connection, Transaction};
+
+/// Indexes every queued message with its current content and empties the queue; returns how many were indexed.
+pub fn flush(conn: &Connection) -> rusqlite::Result<usize> {
+    let n = conn
+        .prepare_cached(
+            "INSERT INTO messages_fts(rowid, content)
+             SELECT m.pk, m.content FROM messages_fts_pending p JOIN messages m ON m.pk = p.pk ORDER BY p.pk",
+        )?
+        .execute([])?;
+    // No WHERE and no trigger on the queue: SQLite clears the table without visiting its rows.
+    conn.prepare_cached("DELETE FROM messages_fts_pending")?
+        .execute([])?;
+    Ok(n)
+}
+
+/// [`flush`], then commit.
+pub fn commit(tx: Transaction<'_>) -> rusqlite::Result<()> {
+    flush(&tx)?;
+    tx.commit()
+}
+
+/// How many messages wait for the index (0 after every committed write).
+pub fn pending(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("SELECT count(*) FROM messages_fts_pending", [], |r| {
+        r.get(0)
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use rusqlite::params;
+
+    const T: &str = "0b7f3c1e-2d4a-5b6c-8d9e-0f1a2b3c4d5e";
+
+    fn corpus() -> (tempfile::TempDir, std::path::PathBuf, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let conn = crate::db::open(&path).unwrap();
+        conn.execute(
+            "INSERT INTO threads(id, surface, conversation_id, first_seen_at, last_seen_at, origin_device, origin_seq)
+             VALUES (?1, 'browser-ext:chatgpt', 'c1', 't', 't', 'dev', 1)",
+            [T],
+        )
+        .unwrap();
+        (dir, path, conn)
+    }
+
+    fn insert(conn: &Connection, i: i64, content: &str) {
+        conn.execute(
+            "INSERT INTO messages(id, thread_id, role, content, content_hash, ordinal, position_key, captured_at,
+                received_at, origin_device, origin_seq)
+             VALUES (?1, ?2, 'user', ?3, ?4, ?5, 'o:' || ?5, 't', 't', 'dev', ?5)",
+            params![format!("m-{i}"), T, content, format!("h{i}"), i],
+        )
+        .unwrap();
+    }
+
+    fn hits(conn: &Connection, q: &str) -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?1",
+            [q],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    fn index_is_sound(conn: &Connection) {
+        conn.execute(
+            "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)",
+            [],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_committed_transaction_leaves_every_message_indexed_with_its_last_content() {
+        let (_d, _p, mut conn) = corpus();
+        let tx = conn.transaction().unwrap();
+        insert(&tx, 1, "apples and pears");
+        insert(&tx, 2, "plums");
+        insert(&tx, 3, "cherries");
+        // Still queued: changed and deleted before the flush, never indexed in between.
+        tx.execute(
+            "UPDATE messages SET content = 'quinces' WHERE id = 'm-2'",
+            [],
+        )
+        .unwrap();
+        tx.execute("DELETE FROM messages WHERE id = 'm-3'", [])
+            .unwrap();
+        assert_eq!(pending(&tx).unwrap(), 2);
+        commit(tx).unwrap();
+        assert_eq!(pending(&conn).unwrap(), 0);
+        assert_eq!(hits(&conn, "apple"), 1);
+        assert_eq!(hits(&conn, "quinces"), 1);
+        assert_eq!(hits(&conn, "plums OR cherries"), 0);
+        index_is_sound(&conn);
+
+        // Indexed messages are changed and deleted through the index's own triggers.
+        conn.execute("UPDATE messages SET content = 'figs' WHERE id = 'm-1'", [])
+            .unwrap();
+        conn.execute("DELETE FROM messages WHERE id = 'm-2'", [])
+            .unwrap();
+        assert_eq!(hits(&conn, "apple OR quinces"), 0);
+        assert_eq!(hits(&conn, "figs"), 1);
+        index_is_sound(&conn);
+    }
+
+    #[test]
+    fn opening_the_corpus_indexes_what_a_writer_left_queued() {
+        let (_d, path, conn) = corpus();
+        // A plain commit (not `fts::commit`), as another SQLite tool would make it.
+        insert(&conn, 1, "left in the queue");
+        assert_eq!(hits(&conn, "queue"), 0);
+        drop(conn);
+        let conn = crate::db::open(&path).unwrap();
+        assert_eq!(pending(&conn).unwrap(), 0);
+        assert_eq!(hits(&conn, "queue"), 1);
+        index_is_sound(&conn);
+    }
+}
