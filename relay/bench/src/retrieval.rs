@@ -32,6 +32,8 @@ pub struct Method {
     /// FTS from the side table of [`neighbours`] with these BM25 weights for the turn before and the turn after
     /// (the message itself weighs 1); `None`: the shipped `messages_fts`.
     pub neighbours: Option<(f64, f64)>,
+    /// [`Query::neighbour`]: share of a turn's full-text score given to the turn after it, before fusion.
+    pub neighbour: f64,
 }
 
 /// The methods reported: the two single signals, plain RRF and the shipped hybrid defaults.
@@ -46,6 +48,7 @@ pub fn methods() -> Vec<Method> {
             depth: 100,
             context: 0.0,
             neighbours: None,
+            neighbour: 0.0,
         },
         Method {
             name: "vector",
@@ -55,6 +58,7 @@ pub fn methods() -> Vec<Method> {
             depth: 100,
             context: 0.0,
             neighbours: None,
+            neighbour: 0.0,
         },
         Method {
             name: "rrf-plain",
@@ -64,6 +68,7 @@ pub fn methods() -> Vec<Method> {
             depth: 100,
             context: 0.0,
             neighbours: None,
+            neighbour: 0.0,
         },
         Method {
             name: "hybrid",
@@ -73,6 +78,7 @@ pub fn methods() -> Vec<Method> {
             depth: d.depth,
             context: d.context,
             neighbours: None,
+            neighbour: d.neighbour,
         },
     ]
 }
@@ -95,6 +101,7 @@ pub fn ablations() -> Vec<Method> {
             depth: d.depth,
             context,
             neighbours: (before > 0.0 || after > 0.0).then_some((before, after)),
+            neighbour: 0.0,
         };
     let next = |name: &'static str, weights: Weights, context: f64| {
         expand(name, weights, 0.0, 0.0, context)
@@ -111,7 +118,17 @@ pub fn ablations() -> Vec<Method> {
             d.context,
         )
     };
+    let nb = |name: &'static str, weights: Weights, neighbour: f64| Method {
+        neighbour,
+        ..next(name, weights, 0.0)
+    };
     vec![
+        nb("fts nb 0.3", Weights::FTS_ONLY, 0.3),
+        nb("fts nb 0.5", Weights::FTS_ONLY, 0.5),
+        nb("hybrid nb 0.2", d.weights, 0.2),
+        nb("hybrid nb 0.3", d.weights, 0.3),
+        nb("hybrid nb 0.5", d.weights, 0.5),
+        nb("hybrid nb 0.7", d.weights, 0.7),
         expand("fts doc+before 0.2", Weights::FTS_ONLY, 0.2, 0.0, 0.0),
         expand("fts doc+before 0.3", Weights::FTS_ONLY, 0.3, 0.0, 0.0),
         expand("fts doc+before 0.5", Weights::FTS_ONLY, 0.5, 0.0, 0.0),
@@ -202,6 +219,7 @@ pub fn ablations() -> Vec<Method> {
             depth: 10,
             context: 0.0,
             neighbours: None,
+            neighbour: 0.0,
         },
         Method {
             name: "rrf depth 20",
@@ -211,6 +229,7 @@ pub fn ablations() -> Vec<Method> {
             depth: 20,
             context: 0.0,
             neighbours: None,
+            neighbour: 0.0,
         },
         Method {
             name: "rrf depth 30",
@@ -220,6 +239,7 @@ pub fn ablations() -> Vec<Method> {
             depth: 30,
             context: 0.0,
             neighbours: None,
+            neighbour: 0.0,
         },
         Method {
             name: "rrf k=10",
@@ -229,6 +249,7 @@ pub fn ablations() -> Vec<Method> {
             depth: 100,
             context: 0.0,
             neighbours: None,
+            neighbour: 0.0,
         },
         Method {
             name: "rrf fts 2 : vec 1",
@@ -238,6 +259,7 @@ pub fn ablations() -> Vec<Method> {
             depth: 100,
             context: 0.0,
             neighbours: None,
+            neighbour: 0.0,
         },
         Method {
             name: "rrf fts 2 : vec 1, depth 20",
@@ -247,6 +269,7 @@ pub fn ablations() -> Vec<Method> {
             depth: 20,
             context: 0.0,
             neighbours: None,
+            neighbour: 0.0,
         },
         Method {
             name: "rrf fts 1.5 : vec 1, depth 20",
@@ -256,6 +279,7 @@ pub fn ablations() -> Vec<Method> {
             depth: 20,
             context: 0.0,
             neighbours: None,
+            neighbour: 0.0,
         },
     ]
 }
@@ -536,6 +560,7 @@ pub fn evaluate(
                 q.rrf_k = m.rrf_k;
                 q.depth = m.depth;
                 q.context = m.context;
+                q.neighbour = m.neighbour;
                 let t = Instant::now();
                 let r = match m.neighbours {
                     None => personkit_search::query(conn, &indexes, embedder, &q)?,

@@ -120,6 +120,9 @@ pub struct Query {
     /// Share of a message's fused score that the message right after it in its thread gains (0: off). In a
     /// conversation the turn that matches the words is often the question, and the one after it the answer.
     pub context: f64,
+    /// Share of a message's full-text score that the message right after it in its thread gains, before fusion
+    /// (0: off): the reply is scored as if the turn it answers were part of it, at this weight.
+    pub neighbour: f64,
 }
 
 impl Query {
@@ -139,12 +142,15 @@ impl Query {
             rrf_k: 60.0,
             depth: 100,
             context: CONTEXT,
+            neighbour: NEIGHBOUR,
         }
     }
 }
 
 /// The shipped [`Query::context`] (BENCHMARKS.md, "Retrieval").
 pub const CONTEXT: f64 = 0.0;
+/// The shipped [`Query::neighbour`] (BENCHMARKS.md, "Retrieval").
+pub const NEIGHBOUR: f64 = 0.0;
 
 /// Parses a time bound: RFC 3339, a date `YYYY-MM-DD`, or a span back from `now` (`7d`, `12h`); says what is
 /// accepted when it is none of them or out of range.
@@ -318,8 +324,46 @@ fn fts_signal<R: SearchReader + ?Sized>(
         }
         all = merge_by_score(all, kept);
     }
+    if ctx.q.neighbour > 0.0 {
+        all = with_neighbours(ctx, all)?;
+    }
     all.truncate(depth);
     Ok(all)
+}
+
+/// Full-text scores with the turn before: the message right after each of the best `depth` messages gains
+/// [`Query::neighbour`] × that message's score (joining the list if it passes the filters), then the list is
+/// sorted again. It is what indexing each message together with the turn before it, at that weight, would score
+/// for the messages found, without a second index: the turn before's words are its own score.
+fn with_neighbours<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    mut list: Vec<(Key, f64)>,
+) -> Result<Vec<(Key, f64)>, SearchError> {
+    let share = ctx.q.neighbour;
+    let mut gains: Vec<(Key, f64)> = Vec::new();
+    for (k, s) in list.iter().take(ctx.q.depth) {
+        if kind_of(*k) != Kind::Message {
+            continue;
+        }
+        if let Some(next) = ctx.reader.next_in_thread(k.1)? {
+            gains.push((key(Kind::Message, next), share * s));
+        }
+    }
+    let mut at: HashMap<Key, usize> = list.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
+    for (k, gain) in gains {
+        match at.get(&k) {
+            Some(&i) => list[i].1 += gain,
+            None => {
+                if !ctx.passes(k)? {
+                    continue;
+                }
+                at.insert(k, list.len());
+                list.push((k, gain));
+            }
+        }
+    }
+    list.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    Ok(list)
 }
 
 /// How many sign-bit candidates are rescored per wanted result ...
