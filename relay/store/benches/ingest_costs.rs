@@ -27,6 +27,15 @@ const VARIANTS: &[(&str, &str)] = &[
         "DROP TRIGGER sync_log_message_insert;",
     ),
     (
+        "change-feed entry keyed by message id (schema 14)",
+        "DROP TRIGGER sync_log_message_insert;
+         CREATE TABLE bench_feed_by_id (
+             seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, id TEXT NOT NULL, UNIQUE (kind, id));
+         CREATE TRIGGER bench_feed_by_id_insert AFTER INSERT ON messages BEGIN
+             INSERT OR REPLACE INTO bench_feed_by_id (kind, id) VALUES ('m', new.id);
+         END;",
+    ),
+    (
         "revision index without the hash",
         "DROP INDEX messages_position_order;
          CREATE INDEX messages_position_order ON messages(thread_id, position_key, captured_at);",

@@ -3,7 +3,7 @@
 --
 -- Why: FTS5 writes its in-memory terms to a new on-disk segment whenever a statement that needs a statement journal
 -- starts inside a transaction that has already written to it (its xSavepoint flushes). A trigger-fed index therefore
--- gets one segment per message, and ingest pays for writing and then merging them: about a third of a batch's time.
+-- gets one segment per message, and ingest pays for writing and then merging them: about a fifth of a batch's time.
 -- Queued here and indexed by one `INSERT … SELECT` just before the commit (`crate::fts::flush`), a batch of 500
 -- messages becomes one segment. The queue lives inside the same transaction, so a committed message is always in
 -- the index or in the queue, and `db::open` flushes any queue a crashed or older writer left.
