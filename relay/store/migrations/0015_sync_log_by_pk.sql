@@ -1,10 +1,10 @@
 -- 0015_sync_log_by_pk: the change feed names a message by its row number instead of its id. Append-only.
 --
 -- Why: every new message appends a feed entry, and entries were unique by (kind, id) — a random 36-character id,
--- so each insert landed on a cold page of that index (ingest ran at 0.92x of its speed with row numbers). Row numbers grow with
--- every insert, so the entry's index only ever appends. A message row keeps its number for life, and deleting it
--- deletes its entry, so an entry always names the message it was written for. Threads and tombstones keep their
--- ids. Sequence numbers are kept (peers' cursors stay valid) and never reused.
+-- so each insert landed on a cold page of that index (ingest ran at 0.92x of its speed with row numbers). Row
+-- numbers grow with every insert, so the entry's index only ever appends. A message row keeps its number for life,
+-- and deleting it deletes its entry, so an entry always names the message it was written for. Threads and
+-- tombstones keep their ids. Sequence numbers are kept (peers' cursors stay valid) and never reused.
 
 CREATE TABLE sync_log_next (
     seq  INTEGER PRIMARY KEY AUTOINCREMENT,
