@@ -34,6 +34,8 @@ pub struct Method {
     pub neighbours: Option<(f64, f64)>,
     /// [`Query::neighbour`]: share of a turn's full-text score given to the turn after it, before fusion.
     pub neighbour: f64,
+    /// [`Query::prf`]: weight of the pseudo-relevance feedback query.
+    pub prf: f64,
 }
 
 /// The methods reported: the two single signals, plain RRF and the shipped hybrid defaults.
@@ -49,6 +51,7 @@ pub fn methods() -> Vec<Method> {
             context: 0.0,
             neighbours: None,
             neighbour: 0.0,
+            prf: 0.0,
         },
         Method {
             name: "vector",
@@ -59,6 +62,7 @@ pub fn methods() -> Vec<Method> {
             context: 0.0,
             neighbours: None,
             neighbour: 0.0,
+            prf: 0.0,
         },
         Method {
             name: "rrf-plain",
@@ -69,6 +73,7 @@ pub fn methods() -> Vec<Method> {
             context: 0.0,
             neighbours: None,
             neighbour: 0.0,
+            prf: 0.0,
         },
         Method {
             name: "hybrid",
@@ -79,6 +84,7 @@ pub fn methods() -> Vec<Method> {
             context: d.context,
             neighbours: None,
             neighbour: d.neighbour,
+            prf: d.prf,
         },
     ]
 }
@@ -102,6 +108,7 @@ pub fn ablations() -> Vec<Method> {
             context,
             neighbours: (before > 0.0 || after > 0.0).then_some((before, after)),
             neighbour: 0.0,
+            prf: 0.0,
         };
     let next = |name: &'static str, weights: Weights, context: f64| {
         expand(name, weights, 0.0, 0.0, context)
@@ -122,7 +129,16 @@ pub fn ablations() -> Vec<Method> {
         neighbour,
         ..next(name, weights, 0.0)
     };
+    let prf = |name: &'static str, weights: Weights, prf: f64| Method {
+        prf,
+        ..next(name, weights, 0.0)
+    };
     vec![
+        prf("fts prf 0.2", Weights::FTS_ONLY, 0.2),
+        prf("fts prf 0.4", Weights::FTS_ONLY, 0.4),
+        prf("hybrid prf 0.1", d.weights, 0.1),
+        prf("hybrid prf 0.2", d.weights, 0.2),
+        prf("hybrid prf 0.4", d.weights, 0.4),
         nb("fts nb 0.3", Weights::FTS_ONLY, 0.3),
         nb("fts nb 0.5", Weights::FTS_ONLY, 0.5),
         nb("hybrid nb 0.2", d.weights, 0.2),
@@ -220,6 +236,7 @@ pub fn ablations() -> Vec<Method> {
             context: 0.0,
             neighbours: None,
             neighbour: 0.0,
+            prf: 0.0,
         },
         Method {
             name: "rrf depth 20",
@@ -230,6 +247,7 @@ pub fn ablations() -> Vec<Method> {
             context: 0.0,
             neighbours: None,
             neighbour: 0.0,
+            prf: 0.0,
         },
         Method {
             name: "rrf depth 30",
@@ -240,6 +258,7 @@ pub fn ablations() -> Vec<Method> {
             context: 0.0,
             neighbours: None,
             neighbour: 0.0,
+            prf: 0.0,
         },
         Method {
             name: "rrf k=10",
@@ -250,6 +269,7 @@ pub fn ablations() -> Vec<Method> {
             context: 0.0,
             neighbours: None,
             neighbour: 0.0,
+            prf: 0.0,
         },
         Method {
             name: "rrf fts 2 : vec 1",
@@ -260,6 +280,7 @@ pub fn ablations() -> Vec<Method> {
             context: 0.0,
             neighbours: None,
             neighbour: 0.0,
+            prf: 0.0,
         },
         Method {
             name: "rrf fts 2 : vec 1, depth 20",
@@ -270,6 +291,7 @@ pub fn ablations() -> Vec<Method> {
             context: 0.0,
             neighbours: None,
             neighbour: 0.0,
+            prf: 0.0,
         },
         Method {
             name: "rrf fts 1.5 : vec 1, depth 20",
@@ -280,6 +302,7 @@ pub fn ablations() -> Vec<Method> {
             context: 0.0,
             neighbours: None,
             neighbour: 0.0,
+            prf: 0.0,
         },
     ]
 }
@@ -561,6 +584,7 @@ pub fn evaluate(
                 q.depth = m.depth;
                 q.context = m.context;
                 q.neighbour = m.neighbour;
+                q.prf = m.prf;
                 let t = Instant::now();
                 let r = match m.neighbours {
                     None => personkit_search::query(conn, &indexes, embedder, &q)?,

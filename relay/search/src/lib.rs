@@ -123,6 +123,9 @@ pub struct Query {
     /// Share of a message's full-text score that the message right after it in its thread gains, before fusion
     /// (0: off): the reply is scored as if the turn it answers were part of it, at this weight.
     pub neighbour: f64,
+    /// Pseudo-relevance feedback for the full-text signal (0: off): the [`PRF_TERMS`] words that best mark the
+    /// first [`PRF_DOCS`] full-text hits are searched as a second query, whose scores count at this weight.
+    pub prf: f64,
 }
 
 impl Query {
@@ -143,6 +146,7 @@ impl Query {
             depth: 100,
             context: CONTEXT,
             neighbour: NEIGHBOUR,
+            prf: PRF,
         }
     }
 }
@@ -151,6 +155,12 @@ impl Query {
 pub const CONTEXT: f64 = 0.0;
 /// The shipped [`Query::neighbour`] (BENCHMARKS.md, "Retrieval").
 pub const NEIGHBOUR: f64 = 0.0;
+/// The shipped [`Query::prf`] (BENCHMARKS.md, "Retrieval").
+pub const PRF: f64 = 0.0;
+/// Feedback documents: the first full-text hits whose words expand the query.
+pub const PRF_DOCS: usize = 3;
+/// Words added by feedback.
+pub const PRF_TERMS: usize = 5;
 
 /// Parses a time bound: RFC 3339, a date `YYYY-MM-DD`, or a span back from `now` (`7d`, `12h`); says what is
 /// accepted when it is none of them or out of range.
@@ -296,6 +306,22 @@ fn fts_signal<R: SearchReader + ?Sized>(
     ctx: &mut Ctx<'_, R>,
     expr: &str,
 ) -> Result<Vec<(Key, f64)>, SearchError> {
+    let mut all = fts_pass(ctx, expr)?;
+    if ctx.q.prf > 0.0 {
+        all = with_feedback(ctx, all)?;
+    }
+    if ctx.q.neighbour > 0.0 {
+        all = with_neighbours(ctx, all)?;
+    }
+    all.truncate(ctx.q.depth);
+    Ok(all)
+}
+
+/// One full-text query over every kind searched, filtered, best first (at most `depth` per kind).
+fn fts_pass<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    expr: &str,
+) -> Result<Vec<(Key, f64)>, SearchError> {
     let depth = ctx.q.depth;
     let limit = if ctx.q.threads.is_empty() && ctx.q.surface.is_none() {
         depth * 2
@@ -324,11 +350,71 @@ fn fts_signal<R: SearchReader + ?Sized>(
         }
         all = merge_by_score(all, kept);
     }
-    if ctx.q.neighbour > 0.0 {
-        all = with_neighbours(ctx, all)?;
-    }
-    all.truncate(depth);
     Ok(all)
+}
+
+/// Pseudo-relevance feedback ([`Query::prf`]): the words of the first [`PRF_DOCS`] messages found, each weighted
+/// by how rare it is among everything the first pass found (so words every candidate shares — a speaker's name,
+/// the topic of the whole conversation — do not count), minus the query's own words; the best [`PRF_TERMS`] are a
+/// second query whose scores, scaled to the first pass's best, are added at weight `prf`.
+fn with_feedback<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    list: Vec<(Key, f64)>,
+) -> Result<Vec<(Key, f64)>, SearchError> {
+    use std::collections::{BTreeSet, HashSet};
+    let asked: HashSet<String> = text::query_terms(&ctx.q.text).into_iter().collect();
+    let mut df: HashMap<String, usize> = HashMap::new();
+    let mut feedback: Vec<BTreeSet<String>> = Vec::new();
+    for (k, _) in &list {
+        let Some(m) = ctx.load(*k)? else { continue };
+        let words: BTreeSet<String> = text::query_terms(&m.content)
+            .into_iter()
+            .filter(|w| w.chars().count() >= 3 && !w.chars().all(|c| c.is_ascii_digit()))
+            .filter(|w| !asked.contains(w))
+            .collect();
+        for w in &words {
+            *df.entry(w.clone()).or_default() += 1;
+        }
+        if kind_of(*k) == Kind::Message && feedback.len() < PRF_DOCS {
+            feedback.push(words);
+        }
+    }
+    let n = list.len() as f64;
+    let mut weight: HashMap<&str, f64> = HashMap::new();
+    for w in feedback.iter().flatten() {
+        let rarity = (1.0 + n / df.get(w).copied().unwrap_or(1) as f64).ln();
+        *weight.entry(w.as_str()).or_default() += rarity;
+    }
+    let mut ranked: Vec<(&str, f64)> = weight.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let terms: Vec<String> = ranked
+        .into_iter()
+        .take(PRF_TERMS)
+        .map(|(w, _)| w.to_owned())
+        .collect();
+    let Some(expr) = text::fts_match(&terms) else {
+        return Ok(list);
+    };
+    let second = fts_pass(ctx, &expr)?;
+    let best = |l: &[(Key, f64)]| l.iter().map(|(_, s)| *s).fold(0.0f64, f64::max);
+    let (b1, b2) = (best(&list), best(&second));
+    if b2 <= 0.0 {
+        return Ok(list);
+    }
+    let scale = ctx.q.prf * if b1 > 0.0 { b1 / b2 } else { 1.0 };
+    let mut at: HashMap<Key, usize> = list.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
+    let mut list = list;
+    for (k, s2) in second {
+        match at.get(&k) {
+            Some(&i) => list[i].1 += scale * s2,
+            None => {
+                at.insert(k, list.len());
+                list.push((k, scale * s2));
+            }
+        }
+    }
+    list.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    Ok(list)
 }
 
 /// Full-text scores with the turn before: the message right after each of the best `depth` messages gains
