@@ -682,3 +682,117 @@ fn the_turn_after_a_match_gains_its_share() {
     let r = search::query(&conn, &Indexes::new(), None, &q).unwrap();
     assert_eq!(r.hits.len(), 1, "{:?}", r.hits);
 }
+
+/// With `neighbour`, the reply to a matching turn enters the full-text signal itself with that share of the
+/// match's score (so fusion sees it as a full-text hit); a filter still applies to it.
+#[test]
+fn the_reply_to_a_match_gains_a_share_of_its_full_text_score() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
+    let client = ClientInfo {
+        app_version: "test".into(),
+        device_id: "test-device".into(),
+    };
+    let o = |conv: &str, role: Role, text: &str, ordinal: u32| {
+        build_observation(
+            "browser-ext:claude",
+            conv,
+            role,
+            text,
+            Some(ordinal),
+            None,
+            "2026-05-01T10:00:00Z",
+            client.clone(),
+        )
+    };
+    let obs = vec![
+        o("a", Role::User, "Which glaze suits stoneware mugs?", 0),
+        o("a", Role::Assistant, "A celadon, fired to cone six.", 1),
+        o("b", Role::User, "Anything on stoneware?", 0),
+    ];
+    let origin = Origin {
+        device_id: "test-device".into(),
+    };
+    ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+    let run = |neighbour: f64, role: Option<&str>| {
+        let mut q = Query::new("glaze stoneware");
+        q.weights = search::Weights::FTS_ONLY;
+        q.neighbour = neighbour;
+        q.role = role.map(str::to_owned);
+        search::query(&conn, &Indexes::new(), None, &q).unwrap()
+    };
+    let contents = |r: &search::QueryResult| -> Vec<String> {
+        r.hits.iter().map(|h| h.row.content.clone()).collect()
+    };
+    let without = run(0.0, None);
+    assert!(!contents(&without).iter().any(|c| c.contains("celadon")));
+    let with = run(0.5, None);
+    let got = contents(&with);
+    let q = got.iter().position(|c| c.contains("glaze")).unwrap();
+    let a = got.iter().position(|c| c.contains("celadon")).unwrap();
+    assert!(q < a, "{got:?}");
+    assert_eq!(with.hits[a].matched_via, vec![Signal::Fts]);
+    // Only the turn right after a match gains: the other thread's only turn has no reply.
+    assert_eq!(got.len(), 3, "{got:?}");
+    let r = run(0.5, Some("user"));
+    assert!(!contents(&r).iter().any(|c| c.contains("celadon")));
+}
+
+/// With `prf`, words the best full-text hits share (and the query lacks) find turns that share none of the
+/// query's words.
+#[test]
+fn feedback_finds_turns_through_the_words_of_the_best_hits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
+    let client = ClientInfo {
+        app_version: "test".into(),
+        device_id: "test-device".into(),
+    };
+    let texts = [
+        "My kayak trip on the fjord: paddling past the glacier at dawn",
+        "Kayak rental near the fjord was cheap",
+        "Paddling against the glacier wind took hours",
+        "Quarterly budget spreadsheet review",
+        "The budget meeting moved to Thursday",
+    ];
+    let obs: Vec<_> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            build_observation(
+                "browser-ext:claude",
+                &format!("c{i}"),
+                Role::User,
+                t,
+                Some(0),
+                None,
+                "2026-05-01T10:00:00Z",
+                client.clone(),
+            )
+        })
+        .collect();
+    let origin = Origin {
+        device_id: "test-device".into(),
+    };
+    ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+    let run = |prf: f64| {
+        let mut q = Query::new("kayak");
+        q.weights = search::Weights::FTS_ONLY;
+        q.prf = prf;
+        let r = search::query(&conn, &Indexes::new(), None, &q).unwrap();
+        r.hits
+            .iter()
+            .map(|h| h.row.content.clone())
+            .collect::<Vec<_>>()
+    };
+    let without = run(0.0);
+    assert_eq!(without.len(), 2, "{without:?}");
+    let with = run(0.3);
+    assert!(
+        with[..2]
+            .iter()
+            .all(|c| c.contains("Kayak") || c.contains("kayak"))
+    );
+    assert!(with.iter().any(|c| c.starts_with("Paddling")), "{with:?}");
+    assert!(!with.iter().any(|c| c.contains("budget")), "{with:?}");
+}
