@@ -622,39 +622,17 @@ fn previous_turn_follows_the_thread_order_past_ten_turns() {
 /// found through its context, below the match itself; without it, only the match.
 #[test]
 fn the_turn_after_a_match_gains_its_share() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
-    let client = ClientInfo {
-        app_version: "test".into(),
-        device_id: "test-device".into(),
-    };
-    let o = |conv: &str, role: Role, text: &str, ordinal: u32| {
-        build_observation(
-            "browser-ext:claude",
-            conv,
-            role,
-            text,
-            Some(ordinal),
-            None,
-            "2026-05-01T10:00:00Z",
-            client.clone(),
-        )
-    };
-    let obs = vec![
-        o("a", Role::User, "How do I bake sourdough bread?", 0),
-        o(
+    let (_dir, conn) = claude_corpus(&[
+        ("a", Role::User, "How do I bake sourdough bread?", 0),
+        (
             "a",
             Role::Assistant,
             "Use a very hot oven and a lidded pot.",
             1,
         ),
-        o("a", Role::User, "Thanks!", 2),
-        o("b", Role::User, "Best hiking boots?", 0),
-    ];
-    let origin = Origin {
-        device_id: "test-device".into(),
-    };
-    ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+        ("a", Role::User, "Thanks!", 2),
+        ("b", Role::User, "Best hiking boots?", 0),
+    ]);
     let run = |context: f64| {
         let mut q = Query::new("sourdough bread");
         q.weights = search::Weights::FTS_ONLY;
@@ -687,33 +665,11 @@ fn the_turn_after_a_match_gains_its_share() {
 /// match's score (so fusion sees it as a full-text hit); a filter still applies to it.
 #[test]
 fn the_reply_to_a_match_gains_a_share_of_its_full_text_score() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
-    let client = ClientInfo {
-        app_version: "test".into(),
-        device_id: "test-device".into(),
-    };
-    let o = |conv: &str, role: Role, text: &str, ordinal: u32| {
-        build_observation(
-            "browser-ext:claude",
-            conv,
-            role,
-            text,
-            Some(ordinal),
-            None,
-            "2026-05-01T10:00:00Z",
-            client.clone(),
-        )
-    };
-    let obs = vec![
-        o("a", Role::User, "Which glaze suits stoneware mugs?", 0),
-        o("a", Role::Assistant, "A celadon, fired to cone six.", 1),
-        o("b", Role::User, "Anything on stoneware?", 0),
-    ];
-    let origin = Origin {
-        device_id: "test-device".into(),
-    };
-    ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+    let (_dir, conn) = claude_corpus(&[
+        ("a", Role::User, "Which glaze suits stoneware mugs?", 0),
+        ("a", Role::Assistant, "A celadon, fired to cone six.", 1),
+        ("b", Role::User, "Anything on stoneware?", 0),
+    ]);
     let run = |neighbour: f64, role: Option<&str>| {
         let mut q = Query::new("glaze stoneware");
         q.weights = search::Weights::FTS_ONLY;
@@ -742,39 +698,23 @@ fn the_reply_to_a_match_gains_a_share_of_its_full_text_score() {
 /// query's words.
 #[test]
 fn feedback_finds_turns_through_the_words_of_the_best_hits() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
-    let client = ClientInfo {
-        app_version: "test".into(),
-        device_id: "test-device".into(),
-    };
-    let texts = [
-        "My kayak trip on the fjord: paddling past the glacier at dawn",
-        "Kayak rental near the fjord was cheap",
-        "Paddling against the glacier wind took hours",
-        "Quarterly budget spreadsheet review",
-        "The budget meeting moved to Thursday",
-    ];
-    let obs: Vec<_> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            build_observation(
-                "browser-ext:claude",
-                &format!("c{i}"),
-                Role::User,
-                t,
-                Some(0),
-                None,
-                "2026-05-01T10:00:00Z",
-                client.clone(),
-            )
-        })
-        .collect();
-    let origin = Origin {
-        device_id: "test-device".into(),
-    };
-    ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+    let (_dir, conn) = claude_corpus(&[
+        (
+            "c0",
+            Role::User,
+            "My kayak trip on the fjord: paddling past the glacier at dawn",
+            0,
+        ),
+        ("c1", Role::User, "Kayak rental near the fjord was cheap", 0),
+        (
+            "c2",
+            Role::User,
+            "Paddling against the glacier wind took hours",
+            0,
+        ),
+        ("c3", Role::User, "Quarterly budget spreadsheet review", 0),
+        ("c4", Role::User, "The budget meeting moved to Thursday", 0),
+    ]);
     let run = |prf: f64| {
         let mut q = Query::new("kayak");
         q.weights = search::Weights::FTS_ONLY;
@@ -795,4 +735,34 @@ fn feedback_finds_turns_through_the_words_of_the_best_hits() {
     );
     assert!(with.iter().any(|c| c.starts_with("Paddling")), "{with:?}");
     assert!(!with.iter().any(|c| c.contains("budget")), "{with:?}");
+}
+
+/// A corpus holding these Claude turns (conversation, role, text, ordinal), all captured at one time.
+fn claude_corpus(turns: &[(&str, Role, &str, u32)]) -> (tempfile::TempDir, rusqlite::Connection) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
+    let client = ClientInfo {
+        app_version: "test".into(),
+        device_id: "test-device".into(),
+    };
+    let obs: Vec<_> = turns
+        .iter()
+        .map(|(conv, role, text, ordinal)| {
+            build_observation(
+                "browser-ext:claude",
+                conv,
+                *role,
+                text,
+                Some(*ordinal),
+                None,
+                "2026-05-01T10:00:00Z",
+                client.clone(),
+            )
+        })
+        .collect();
+    let origin = Origin {
+        device_id: "test-device".into(),
+    };
+    ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+    (dir, conn)
 }

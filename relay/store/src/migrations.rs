@@ -107,6 +107,19 @@ mod tests {
         conn
     }
 
+    const THREAD: &str = "0b7f3c1e-2d4a-5b6c-8d9e-0f1a2b3c4d5e";
+    const AT: &str = "2026-11-22T09:00:00.000Z";
+
+    /// The thread the older-corpus tests write into, as any schema since 1 holds it.
+    fn add_thread(conn: &Connection) {
+        conn.execute(
+            "INSERT INTO threads(id, surface, conversation_id, first_seen_at, last_seen_at, origin_device, origin_seq)
+             VALUES (?1, 'browser-ext:chatgpt', 'c1', ?2, ?2, 'dev', 1)",
+            params![THREAD, AT],
+        )
+        .unwrap();
+    }
+
     const SIGNAL_ROWS: &str =
         "SELECT id, kind, source_surface, thread_id, message_id, role, observed_at, attrs,
         origin_device FROM persona_observations ORDER BY id";
@@ -127,14 +140,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
         let conn = corpus_at(&path, 9);
-        let t = "0b7f3c1e-2d4a-5b6c-8d9e-0f1a2b3c4d5e";
-        let at = "2026-11-22T09:00:00.000Z";
-        conn.execute(
-            "INSERT INTO threads(id, surface, conversation_id, first_seen_at, last_seen_at, origin_device, origin_seq)
-             VALUES (?1, 'browser-ext:chatgpt', 'c1', ?2, ?2, 'dev', 1)",
-            params![t, at],
-        )
-        .unwrap();
+        let (t, at) = (THREAD, AT);
+        add_thread(&conn);
         let turns = [
             ("m-1", "user", "how do I fence code? \u{e9}t\u{e9}"),
             ("m-2", "assistant", "like this:\n```rust\nfn main() {}\n```"),
@@ -199,14 +206,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
         let conn = corpus_at(&path, 13);
-        let t = "0b7f3c1e-2d4a-5b6c-8d9e-0f1a2b3c4d5e";
-        let at = "2026-11-22T09:00:00.000Z";
-        conn.execute(
-            "INSERT INTO threads(id, surface, conversation_id, first_seen_at, last_seen_at, origin_device, origin_seq)
-             VALUES (?1, 'browser-ext:chatgpt', 'c1', ?2, ?2, 'dev', 1)",
-            params![t, at],
-        )
-        .unwrap();
+        let (t, at) = (THREAD, AT);
+        add_thread(&conn);
         for (i, content) in ["alpha question", "beta answer", "gamma aside"]
             .iter()
             .enumerate()
