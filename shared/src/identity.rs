@@ -171,8 +171,7 @@ pub trait Lookup {
     ) -> Result<Option<Stored>, Self::Error>;
     /// Whether the thread may hold a turn read by a path of another rank than `rank` (when not, [`match_text`]
     /// has nothing to compare and is not computed). The default answers yes.
-    fn has_other_ranks(&mut self, rank: u8) -> Result<bool, Self::Error> {
-        let _ = rank;
+    fn has_other_ranks(&mut self, _rank: u8) -> Result<bool, Self::Error> {
         Ok(true)
     }
 }

@@ -361,7 +361,7 @@ fn with_feedback<R: SearchReader + ?Sized>(
     ctx: &mut Ctx<'_, R>,
     list: Vec<(Key, f64)>,
 ) -> Result<Vec<(Key, f64)>, SearchError> {
-    use std::collections::{BTreeSet, HashSet};
+    use std::collections::BTreeSet;
     let asked: HashSet<String> = text::query_terms(&ctx.q.text).into_iter().collect();
     let mut df: HashMap<String, usize> = HashMap::new();
     let mut feedback: Vec<BTreeSet<String>> = Vec::new();
@@ -402,19 +402,25 @@ fn with_feedback<R: SearchReader + ?Sized>(
         return Ok(list);
     }
     let scale = ctx.q.prf * if b1 > 0.0 { b1 / b2 } else { 1.0 };
+    // The second pass was filtered like the first.
+    let gains = second.into_iter().map(|(k, s2)| (k, scale * s2)).collect();
+    Ok(add_scores(list, gains))
+}
+
+/// Adds each gain to its row's score (a row not in `list` joins it with the gain alone), best first again.
+fn add_scores(mut list: Vec<(Key, f64)>, gains: Vec<(Key, f64)>) -> Vec<(Key, f64)> {
     let mut at: HashMap<Key, usize> = list.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
-    let mut list = list;
-    for (k, s2) in second {
+    for (k, gain) in gains {
         match at.get(&k) {
-            Some(&i) => list[i].1 += scale * s2,
+            Some(&i) => list[i].1 += gain,
             None => {
                 at.insert(k, list.len());
-                list.push((k, scale * s2));
+                list.push((k, gain));
             }
         }
     }
     list.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-    Ok(list)
+    list
 }
 
 /// Full-text scores with the turn before: the message right after each of the best `depth` messages gains
@@ -423,33 +429,24 @@ fn with_feedback<R: SearchReader + ?Sized>(
 /// for the messages found, without a second index: the turn before's words are its own score.
 fn with_neighbours<R: SearchReader + ?Sized>(
     ctx: &mut Ctx<'_, R>,
-    mut list: Vec<(Key, f64)>,
+    list: Vec<(Key, f64)>,
 ) -> Result<Vec<(Key, f64)>, SearchError> {
     let share = ctx.q.neighbour;
+    let listed: HashSet<Key> = list.iter().map(|(k, _)| *k).collect();
     let mut gains: Vec<(Key, f64)> = Vec::new();
     for (k, s) in list.iter().take(ctx.q.depth) {
         if kind_of(*k) != Kind::Message {
             continue;
         }
         if let Some(next) = ctx.reader.next_in_thread(k.1)? {
-            gains.push((key(Kind::Message, next), share * s));
-        }
-    }
-    let mut at: HashMap<Key, usize> = list.iter().enumerate().map(|(i, (k, _))| (*k, i)).collect();
-    for (k, gain) in gains {
-        match at.get(&k) {
-            Some(&i) => list[i].1 += gain,
-            None => {
-                if !ctx.passes(k)? {
-                    continue;
-                }
-                at.insert(k, list.len());
-                list.push((k, gain));
+            let next = key(Kind::Message, next);
+            // A reply not found by the words joins only if it passes the filters.
+            if listed.contains(&next) || ctx.passes(next)? {
+                gains.push((next, share * s));
             }
         }
     }
-    list.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-    Ok(list)
+    Ok(add_scores(list, gains))
 }
 
 /// How many sign-bit candidates are rescored per wanted result ...

@@ -861,7 +861,7 @@ impl Lookup for SqlLookup<'_, '_> {
         rank: u8,
     ) -> Result<Option<Stored>, StorageError> {
         // Only a thread read by more than one path has anything to compare.
-        if self.ranks()? & !(1 << rank) == 0 {
+        if !self.has_other_ranks(rank)? {
             return Ok(None);
         }
         let sql = if rank == 0 {

@@ -213,22 +213,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(build(&conn).unwrap(), 5);
-        let pk_of = |content: &str| -> i64 {
+        let of = |content: &str| -> (i64, String) {
             conn.query_row(
-                "SELECT pk FROM messages WHERE content = ?1",
+                "SELECT pk, thread_id FROM messages WHERE content = ?1",
                 [content],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .unwrap()
         };
-        let thread_of = |content: &str| -> String {
-            conn.query_row(
-                "SELECT thread_id FROM messages WHERE content = ?1",
-                [content],
-                |r| r.get(0),
-            )
-            .unwrap()
-        };
+        let pk_of = |content: &str| of(content).0;
+        let thread_of = |content: &str| of(content).1;
         let a = vec![thread_of("thanks")];
         let shipped = conn.fts_in_threads("\"fruit\"", &a, 10).unwrap();
         assert_eq!(
