@@ -46,6 +46,9 @@ impl Path {
         }
     }
 
+    /// The highest [`Path::rank`].
+    pub const MAX_RANK: u8 = 2;
+
     /// The source rank: dom 0 < network 1 < export = harvest 2. A rendering of higher rank replaces one of
     /// lower rank of the same turn; never the other way.
     pub fn rank(self) -> u8 {

@@ -166,7 +166,7 @@ fn raw_insert_batch(conn: &mut rusqlite::Connection, chunk: &[Value], seq: &mut 
     .unwrap()
     .execute(params![SURFACE, now, chunk.len() as i64])
     .unwrap();
-    personkit_store::fts::commit(tx).unwrap();
+    personkit_store::pending::commit(tx).unwrap();
 }
 
 /// Rows/s of the bare ceiling (see the module doc): its own minimal schema, WAL, `synchronous=FULL`, one

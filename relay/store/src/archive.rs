@@ -404,7 +404,7 @@ pub fn restore(
         return Err(RestoreError::NotEmpty(filled.join(", ")));
     }
     insert(&tx, records, first_line, &mut progress)?;
-    crate::fts::commit(tx)?;
+    crate::pending::commit(tx)?;
     progress(records.len() as u64);
     Ok(())
 }
@@ -434,7 +434,7 @@ fn insert(
 pub fn insert_plain(conn: &mut Connection, records: &[Record]) -> Result<(), RestoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     insert(&tx, records, 0, &mut |_| {})?;
-    crate::fts::commit(tx)?;
+    crate::pending::commit(tx)?;
     Ok(())
 }
 

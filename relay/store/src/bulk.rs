@@ -99,7 +99,7 @@ pub fn load(
             }
         }
     }
-    crate::fts::commit(tx)?;
+    crate::pending::commit(tx)?;
     Ok(())
 }
 

@@ -120,13 +120,18 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
     // with SQLite's default 2 MiB they evict each other and come back through read calls. Filled only as pages
     // are used; durability is unchanged.
     conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
+    // Every insert into `messages` fires triggers, so SQLite keeps a statement journal to undo that one statement
+    // if it fails. By default the journal spills to a temporary file once a statement touches more than 64 KiB,
+    // and then every page the rest of the transaction changes is first written there. The statement journal is
+    // never read after a crash (the WAL is), so keeping it in memory costs nothing in durability.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     migrations::apply(&mut conn)?;
     ensure_relay_id(&conn)?;
-    // Messages committed without being indexed (a write path that skipped `fts::commit`, or rows added with another
-    // SQLite tool) become searchable now.
-    if crate::fts::pending(&conn)? > 0 {
+    // Messages committed without their index and feed entries (a write path that skipped `pending::commit`, or
+    // rows added with another SQLite tool) get them now.
+    if crate::pending::count(&conn)? > 0 {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        crate::fts::commit(tx)?;
+        crate::pending::commit(tx)?;
     }
     Ok(conn)
 }
@@ -322,23 +327,29 @@ pub fn size_on_disk(path: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// The connections the server shares: one writer (SQLite allows one at a time anyway) and a pool of readers.
-/// Callers run closures on them from blocking threads (`tokio::task::spawn_blocking`).
+/// The connections the server shares: one writer (SQLite allows one at a time anyway), a pool of readers, and a
+/// checkpointer. Callers run closures on them from blocking threads (`tokio::task::spawn_blocking`).
 #[derive(Debug)]
 pub struct Db {
     path: PathBuf,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    checkpointer: Checkpointer,
 }
 
 impl Db {
     /// Open the corpus (migrating it) and keep the connection as the writer.
     pub fn open(path: &Path) -> Result<Db, DbError> {
         let writer = open(path)?;
+        // The checkpointer copies the WAL into the database file; the writer checkpoints itself only when the
+        // WAL has grown past its fallback bound (see `Checkpointer`).
+        writer.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
+        let checkpointer = Checkpointer::start(open_reader(path)?)?;
         Ok(Db {
             path: path.to_path_buf(),
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
+            checkpointer,
         })
     }
 
@@ -357,7 +368,10 @@ impl Db {
             .writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut conn)
+        let out = f(&mut conn);
+        drop(conn);
+        self.checkpointer.nudge();
+        out
     }
 
     /// Run `f` on a reader connection (opened on demand, returned to the pool afterwards).
@@ -381,6 +395,76 @@ impl Db {
             pool.push(conn);
         }
         out
+    }
+}
+
+/// Pages the WAL may hold before the writer checkpoints it itself (SQLite's default is 1,000).
+const WRITER_CHECKPOINT_PAGES: i64 = 4_000;
+
+/// How long the checkpointer lets commits gather before it copies them, so one database fsync covers many.
+const CHECKPOINT_PAUSE: Duration = Duration::from_millis(100);
+
+/// A thread with its own connection that copies committed WAL frames into the database file, so a commit does
+/// not also pay for the copy and the database fsync (SQLite's automatic checkpoint runs inside the commit that
+/// crosses its threshold). Durability is unchanged: a commit is durable once its WAL frames are synced;
+/// checkpointing only moves them.
+///
+/// A checkpoint that runs while the writer keeps appending never finds the WAL wholly copied, and SQLite starts
+/// the WAL over only when it does. The writer's own automatic checkpoint, at [`WRITER_CHECKPOINT_PAGES`], is the
+/// bound: it runs between two writes, finds most frames already copied, and lets the next write start the WAL
+/// from the beginning.
+#[derive(Debug)]
+struct Checkpointer {
+    nudge: Option<std::sync::mpsc::SyncSender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn start(conn: Connection) -> Result<Checkpointer, DbError> {
+        // The bound is the writer's; this connection never checkpoints on its own commits (it makes none).
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("personkit-checkpoint".into())
+            .spawn(move || {
+                while rx.recv().is_ok() {
+                    std::thread::sleep(CHECKPOINT_PAUSE);
+                    while rx.try_recv().is_ok() {}
+                    // PASSIVE never waits for readers or the writer; what it cannot copy now, a later run does.
+                    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, i64>(2)?,
+                        ))
+                    });
+                    if let Err(e) = done {
+                        tracing::debug!(error = %e, "background checkpoint skipped");
+                    }
+                }
+            })
+            .map_err(|e| DbError::Invalid(format!("cannot start the checkpoint thread: {e}")))?;
+        Ok(Checkpointer {
+            nudge: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Something was written: checkpoint soon. Never blocks (a pending nudge already covers this one).
+    fn nudge(&self) {
+        if let Some(tx) = &self.nudge {
+            let _ = tx.try_send(());
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread after its current checkpoint; its connection closes with it.
+        self.nudge = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -532,5 +616,73 @@ mod tests {
             open(&path),
             Err(DbError::TooNew { found: 999, .. })
         ));
+    }
+
+    /// Writes `txns` transactions of `pages` 4 KiB pages each through the server's writer.
+    fn write_pages(db: &Db, txns: usize, pages: usize) {
+        db.write(|c| -> Result<(), DbError> {
+            c.execute_batch("CREATE TABLE IF NOT EXISTS filler (b BLOB NOT NULL)")?;
+            Ok(())
+        })
+        .unwrap();
+        for _ in 0..txns {
+            db.write(|c| -> Result<(), DbError> {
+                let tx = c.transaction()?;
+                for _ in 0..pages {
+                    tx.execute("INSERT INTO filler (b) VALUES (randomblob(4000))", [])?;
+                }
+                tx.commit()?;
+                Ok(())
+            })
+            .unwrap();
+        }
+    }
+
+    fn file_pages(path: &Path) -> u64 {
+        std::fs::metadata(path).map_or(0, |m| m.len()) / 4096
+    }
+
+    #[test]
+    fn the_checkpointer_copies_committed_pages_into_the_database_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let db = Db::open(&path).unwrap();
+        let before = file_pages(&path);
+        // 1,500 pages: below the writer's own bound, so only the checkpointer can move them.
+        write_pages(&db, 30, 50);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while file_pages(&path) < before + 1_500 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the database file still holds {} pages, {} before the writes",
+                file_pages(&path),
+                before
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let rows: i64 = db
+            .read(|c| -> Result<i64, DbError> {
+                Ok(c.query_row("SELECT count(*) FROM filler", [], |r| r.get(0))?)
+            })
+            .unwrap();
+        assert_eq!(rows, 1_500);
+    }
+
+    #[test]
+    fn the_wal_stays_bounded_under_a_stream_of_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let db = Db::open(&path).unwrap();
+        // Three times the writer's bound, written back to back.
+        write_pages(&db, 240, 50);
+        let wal = file_pages(&dir.path().join("c.db-wal"));
+        let bound = WRITER_CHECKPOINT_PAGES as u64 + 2 * 60;
+        assert!(wal <= bound, "WAL of {wal} pages, bound {bound}");
+        drop(db);
+        let conn = open(&path).unwrap();
+        let rows: i64 = conn
+            .query_row("SELECT count(*) FROM filler", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 12_000);
     }
 }

@@ -51,6 +51,10 @@ pub enum StorageError {
 }
 
 /// Days of per-item rejections kept in `ingest_errors`.
+/// Whether a thread holds a turn of a rank.
+const RANK_PRESENT: &str =
+    "SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = ?1 AND source_rank = ?2)";
+
 const ERROR_RETENTION_DAYS: i64 = 7;
 
 /// One valid item, ready to store.
@@ -160,7 +164,7 @@ fn ingest_items_then(
     w.record_rejections(&rejections, now)?;
     w.finish()?;
     if commit {
-        crate::fts::commit(tx)?;
+        crate::pending::commit(tx)?;
     } else {
         tx.rollback()?;
     }
@@ -804,12 +808,13 @@ impl SqlLookup<'_, '_> {
         if let Some(bits) = self.ranks.get(self.thread_id) {
             return Ok(*bits);
         }
+        // One index probe per rank (messages_thread_rank), however long the thread.
+        let mut stmt = self.tx.prepare_cached(RANK_PRESENT)?;
         let mut bits = 0u8;
-        let mut stmt = self
-            .tx
-            .prepare_cached("SELECT DISTINCT source_rank FROM messages WHERE thread_id = ?1")?;
-        for rank in stmt.query_map([self.thread_id], |r| r.get::<_, u8>(0))? {
-            bits |= 1 << rank?.min(7);
+        for rank in 0..=Path::MAX_RANK {
+            if stmt.query_row(params![self.thread_id, rank], |r| r.get::<_, bool>(0))? {
+                bits |= 1 << rank;
+            }
         }
         self.ranks.insert(self.thread_id.to_owned(), bits);
         Ok(bits)
@@ -865,7 +870,7 @@ impl Lookup for SqlLookup<'_, '_> {
             return Ok(None);
         }
         let sql = if rank == 0 {
-            // Served by the partial index messages_thread_source.
+            // Served by messages_thread_rank.
             format!(
                 "SELECT {STORED_COLUMNS}, content FROM messages
                  WHERE thread_id = ?1 AND role = ?2 AND source_rank > 0 AND is_current = 1 ORDER BY pk"
@@ -907,19 +912,24 @@ mod tests {
         (dir, conn)
     }
 
+    /// SQLite's plan for `sql`, its steps joined by ` | `.
+    fn plan(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> String {
+        let steps: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map(args, |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        steps.join(" | ")
+    }
+
     /// Regression (ingest benchmark finding): the revision query must use the position index, not scan the
     /// whole thread by `captured_at`, or ingest is quadratic in thread length.
     #[test]
     fn revision_query_uses_the_position_index() {
         let (_dir, conn) = corpus();
-        let plan: Vec<String> = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {REVISIONS_AT_POSITION}"))
-            .unwrap()
-            .query_map(params!["t", "p"], |r| r.get::<_, String>(3))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let plan = plan.join(" | ");
+        let plan = plan(&conn, REVISIONS_AT_POSITION, params!["t", "p"]);
         assert!(
             plan.contains("USING INDEX messages_position_order (thread_id=? AND position_key=?)"),
             "plan: {plan}"
@@ -928,6 +938,20 @@ mod tests {
         assert!(
             !plan.contains("TEMP B-TREE FOR ORDER BY"),
             "plan sorts the whole search: {plan}"
+        );
+    }
+
+    /// Regression (ingest benchmark finding): which ranks a thread holds is one index probe per rank, never a
+    /// read of the thread's turns.
+    #[test]
+    fn rank_probe_uses_the_thread_rank_index() {
+        let (_dir, conn) = corpus();
+        let plan = plan(&conn, RANK_PRESENT, params!["t", 1]);
+        assert!(
+            plan.contains(
+                "USING COVERING INDEX messages_thread_rank (thread_id=? AND source_rank=?)"
+            ),
+            "plan: {plan}"
         );
     }
 

@@ -43,6 +43,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(13, "0013_harvest"),
     migration!(14, "0014_fts_by_statement"),
     migration!(15, "0015_sync_log_by_pk"),
+    migration!(16, "0016_ingest_write_path"),
 ];
 
 /// The schema version this build writes.
@@ -273,7 +274,7 @@ mod tests {
             params![t, at],
         )
         .unwrap();
-        crate::fts::commit(tx).unwrap();
+        crate::pending::commit(tx).unwrap();
         let newest: i64 = conn
             .query_row("SELECT max(seq) FROM sync_log", [], |r| r.get(0))
             .unwrap();

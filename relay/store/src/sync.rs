@@ -848,7 +848,7 @@ pub fn apply_page(
                 )?;
             }
         }
-        crate::fts::commit(tx)?;
+        crate::pending::commit(tx)?;
         Ok(std::mem::take(&mut out))
     })();
     conn.pragma_update(None, "secure_delete", "OFF")?;

@@ -383,3 +383,10 @@ fn positions_of_dom_and_source_turns_never_share_a_namespace() {
         Some("s:3")
     );
 }
+
+#[test]
+fn max_rank_bounds_every_path() {
+    let all = [Path::Dom, Path::Network, Path::Export, Path::Harvest];
+    assert!(all.iter().all(|p| p.rank() <= Path::MAX_RANK));
+    assert!(all.iter().any(|p| p.rank() == Path::MAX_RANK));
+}

@@ -1,16 +1,25 @@
-//! The full-text index's write side. New messages are queued by trigger (`messages_fts_pending`, migration 0014)
-//! and indexed by [`flush`] in one statement just before their transaction commits: FTS5 then writes one segment
-//! per transaction instead of one per message (it flushes its pending terms whenever a statement-journaled statement
-//! starts after it was written to). Updates and deletes of indexed messages still go through triggers.
+//! What a new message adds to the corpus besides its row — its full-text entry and its change-feed entry —
+//! written for a whole transaction at once. New messages are queued by trigger (`messages_fts_pending`,
+//! migrations 0014 and 0016) and [`flush`] handles the queue in two statements just before the transaction
+//! commits: FTS5 then writes one segment per transaction instead of one per message (it flushes its pending terms
+//! whenever a statement-journaled statement starts after it was written to), and the feed takes one statement
+//! instead of a trigger run per insert. Updates and deletes of messages still go through triggers; a queued message
+//! deleted before the flush leaves no trace in either.
 //!
 //! **Architecture invariant:** every transaction that inserts into `messages` ends with [`commit`] (or calls
-//! [`flush`] before its own commit), so a committed message is searchable; [`crate::db::open`] flushes whatever
-//! a crashed or older writer left queued.
+//! [`flush`] before its own commit), so a committed message is searchable and in the feed; [`crate::db::open`]
+//! flushes whatever a crashed or older writer left queued.
 
 use rusqlite::{Connection, Transaction};
 
-/// Indexes every queued message with its current content and empties the queue; returns how many were indexed.
+/// Gives every queued message its change-feed entry and its full-text entry (with its current content), then
+/// empties the queue; returns how many messages it handled.
 pub fn flush(conn: &Connection) -> rusqlite::Result<usize> {
+    // In row order, as the per-insert trigger numbered them; an entry an update already wrote moves to the end.
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO sync_log (kind, pk) SELECT 'm', pk FROM messages_fts_pending ORDER BY pk",
+    )?
+    .execute([])?;
     let n = conn
         .prepare_cached(
             "INSERT INTO messages_fts(rowid, content)
@@ -29,8 +38,8 @@ pub fn commit(tx: Transaction<'_>) -> rusqlite::Result<()> {
     tx.commit()
 }
 
-/// How many messages wait for the index (0 after every committed write).
-pub fn pending(conn: &Connection) -> rusqlite::Result<i64> {
+/// How many messages wait for [`flush`] (0 after every committed write).
+pub fn count(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("SELECT count(*) FROM messages_fts_pending", [], |r| {
         r.get(0)
     })
@@ -76,6 +85,19 @@ mod tests {
         .unwrap()
     }
 
+    /// The message ids the change feed lists, in feed order.
+    fn feed(conn: &Connection) -> Vec<String> {
+        let mut st = conn
+            .prepare(
+                "SELECT m.id FROM sync_log s JOIN messages m ON m.pk = s.pk WHERE s.kind = 'm' ORDER BY s.seq",
+            )
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
     fn index_is_sound(conn: &Connection) {
         conn.execute(
             "INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)",
@@ -99,13 +121,23 @@ mod tests {
         .unwrap();
         tx.execute("DELETE FROM messages WHERE id = 'm-3'", [])
             .unwrap();
-        assert_eq!(pending(&tx).unwrap(), 2);
+        assert_eq!(count(&tx).unwrap(), 2);
         commit(tx).unwrap();
-        assert_eq!(pending(&conn).unwrap(), 0);
+        assert_eq!(count(&conn).unwrap(), 0);
         assert_eq!(hits(&conn, "apple"), 1);
         assert_eq!(hits(&conn, "quinces"), 1);
         assert_eq!(hits(&conn, "plums OR cherries"), 0);
         index_is_sound(&conn);
+        // The feed lists the two that were committed, once each, in the order they were written.
+        assert_eq!(feed(&conn), ["m-1", "m-2"]);
+        let orphans: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sync_log s WHERE s.kind = 'm' AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.pk = s.pk)",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(orphans, 0);
 
         // Indexed messages are changed and deleted through the index's own triggers.
         conn.execute("UPDATE messages SET content = 'figs' WHERE id = 'm-1'", [])
@@ -120,13 +152,15 @@ mod tests {
     #[test]
     fn opening_the_corpus_indexes_what_a_writer_left_queued() {
         let (_d, path, conn) = corpus();
-        // A plain commit (not `fts::commit`), as another SQLite tool would make it.
+        // A plain commit (not `pending::commit`), as another SQLite tool would make it.
         insert(&conn, 1, "left in the queue");
         assert_eq!(hits(&conn, "queue"), 0);
+        assert!(feed(&conn).is_empty());
         drop(conn);
         let conn = crate::db::open(&path).unwrap();
-        assert_eq!(pending(&conn).unwrap(), 0);
+        assert_eq!(count(&conn).unwrap(), 0);
         assert_eq!(hits(&conn, "queue"), 1);
+        assert_eq!(feed(&conn), ["m-1"]);
         index_is_sound(&conn);
     }
 }
