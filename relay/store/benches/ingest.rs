@@ -150,6 +150,7 @@ fn raw_insert_batch(conn: &mut rusqlite::Connection, chunk: &[Value], seq: &mut 
             *seq
         ])
         .unwrap();
+        personkit_store::pending::queue(&tx, tx.last_insert_rowid()).unwrap();
     }
     tx.prepare_cached(
         "INSERT INTO origin_seqs(origin, last_seq) VALUES (?1, ?2)

@@ -8,7 +8,10 @@
 DROP INDEX messages_thread_source;
 CREATE INDEX messages_thread_rank ON messages(thread_id, source_rank, role);
 
--- A new message's change-feed entry is written with its full-text entry, by one statement per transaction from
--- the queue of new messages (`pending::flush`), instead of by a trigger per insert. Updates, renderings and
--- deletes still move or remove entries by trigger.
+-- No trigger runs on a message insert any more. A new message's change-feed entry is written with its full-text
+-- entry, by one statement per transaction from the queue of new messages (`pending::flush`), and the queue is
+-- filled by the code that inserts (`pending::queue`). An insert that fires a trigger makes SQLite keep a statement
+-- journal — a copy of every page the statement touches — for every message; a single-row insert without one
+-- needs none. Updates, renderings and deletes still move or remove entries by trigger.
 DROP TRIGGER sync_log_message_insert;
+DROP TRIGGER messages_fts_insert;

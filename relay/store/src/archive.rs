@@ -423,6 +423,9 @@ fn insert(
                 line: first_line + i,
                 message: e.to_string(),
             })?;
+        if TABLES[r.table].name == "messages" {
+            crate::pending::queue(tx, tx.last_insert_rowid())?;
+        }
         if i % 4096 == 0 {
             progress(i as u64);
         }

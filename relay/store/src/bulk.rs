@@ -73,6 +73,7 @@ pub fn load(
                 seq
             ])?;
             let pk = tx.last_insert_rowid();
+            crate::pending::queue(&tx, pk)?;
             if let (Some(v), Some(model)) = (&m.vector, model) {
                 let blob = vec_to_blob(v);
                 let th_ = text_hash(&m.content);

@@ -129,10 +129,7 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
     ensure_relay_id(&conn)?;
     // Messages committed without their index and feed entries (a write path that skipped `pending::commit`, or
     // rows added with another SQLite tool) get them now.
-    if crate::pending::count(&conn)? > 0 {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        crate::pending::commit(tx)?;
-    }
+    crate::pending::repair(&mut conn)?;
     Ok(conn)
 }
 

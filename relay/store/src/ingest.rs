@@ -493,6 +493,7 @@ impl<'a> Writer<'a> {
                 inc.path.rank(),
                 o.turn.parent_key
             ])?;
+        crate::pending::queue(self.tx, self.tx.last_insert_rowid())?;
         if let Some(pos) = &pos {
             self.renumber_revisions(&o.thread_id, pos)?;
         }

@@ -274,6 +274,7 @@ mod tests {
             params![t, at],
         )
         .unwrap();
+        crate::pending::queue(&tx, tx.last_insert_rowid()).unwrap();
         crate::pending::commit(tx).unwrap();
         let newest: i64 = conn
             .query_row("SELECT max(seq) FROM sync_log", [], |r| r.get(0))

@@ -1,16 +1,24 @@
 //! What a new message adds to the corpus besides its row — its full-text entry and its change-feed entry —
-//! written for a whole transaction at once. New messages are queued by trigger (`messages_fts_pending`,
-//! migrations 0014 and 0016) and [`flush`] handles the queue in two statements just before the transaction
-//! commits: FTS5 then writes one segment per transaction instead of one per message (it flushes its pending terms
-//! whenever a statement-journaled statement starts after it was written to), and the feed takes one statement
-//! instead of a trigger run per insert. Updates and deletes of messages still go through triggers; a queued message
-//! deleted before the flush leaves no trace in either.
+//! written for a whole transaction at once. The code that inserts a message queues its row number
+//! ([`queue`], into `messages_fts_pending`) and [`flush`] handles the queue in two statements just before the
+//! transaction commits: FTS5 then writes one segment per transaction instead of one per message (it flushes its
+//! pending terms whenever a statement-journaled statement starts after it was written to), the feed takes one
+//! statement, and the insert itself fires no trigger, so SQLite keeps no statement journal for it (migration
+//! 0016). Updates and deletes of messages still go through triggers; a queued message deleted before the flush
+//! leaves no trace in either.
 //!
-//! **Architecture invariant:** every transaction that inserts into `messages` ends with [`commit`] (or calls
-//! [`flush`] before its own commit), so a committed message is searchable and in the feed; [`crate::db::open`]
-//! flushes whatever a crashed or older writer left queued.
+//! **Architecture invariant:** every insert into `messages` is followed by [`queue`] in the same transaction, and
+//! every such transaction ends with [`commit`] (or calls [`flush`] before its own commit), so a committed message
+//! is searchable and in the feed. [`crate::db::open`] runs [`repair`] for rows another tool added.
 
 use rusqlite::{Connection, Transaction};
+
+/// Queues the message at row `pk`, just inserted, for [`flush`].
+pub fn queue(conn: &Connection, pk: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached("INSERT OR IGNORE INTO messages_fts_pending (pk) VALUES (?1)")?
+        .execute([pk])?;
+    Ok(())
+}
 
 /// Gives every queued message its change-feed entry and its full-text entry (with its current content), then
 /// empties the queue; returns how many messages it handled.
@@ -45,6 +53,29 @@ pub fn count(conn: &Connection) -> rusqlite::Result<i64> {
     })
 }
 
+/// Indexes and lists in the feed what was committed without them: a writer that queued but did not flush, or
+/// rows another SQLite tool inserted (they were never queued; found because the newest row is newer than the
+/// newest indexed one). Returns how many messages it handled; two index look-ups when there is nothing to do.
+pub fn repair(conn: &mut Connection) -> rusqlite::Result<usize> {
+    let newest = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, Option<i64>>(0));
+    let unindexed = newest("SELECT max(pk) FROM messages")?
+        > newest("SELECT max(id) FROM messages_fts_docsize")?;
+    if !unindexed && count(conn)? == 0 {
+        return Ok(0);
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    if unindexed {
+        tx.execute(
+            "INSERT OR IGNORE INTO messages_fts_pending (pk)
+             SELECT pk FROM messages m WHERE NOT EXISTS (SELECT 1 FROM messages_fts_docsize d WHERE d.id = m.pk)",
+            [],
+        )?;
+    }
+    let n = flush(&tx)?;
+    tx.commit()?;
+    Ok(n)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -66,7 +97,14 @@ mod tests {
         (dir, path, conn)
     }
 
+    /// Inserts a message and queues it, as every writer of the relay does.
     fn insert(conn: &Connection, i: i64, content: &str) {
+        insert_unqueued(conn, i, content);
+        queue(conn, conn.last_insert_rowid()).unwrap();
+    }
+
+    /// Inserts a message the way another SQLite tool would: the row only.
+    fn insert_unqueued(conn: &Connection, i: i64, content: &str) {
         conn.execute(
             "INSERT INTO messages(id, thread_id, role, content, content_hash, ordinal, position_key, captured_at,
                 received_at, origin_device, origin_seq)
@@ -150,9 +188,26 @@ mod tests {
     }
 
     #[test]
+    fn opening_the_corpus_handles_rows_another_tool_added() {
+        let (_d, path, mut conn) = corpus();
+        let tx = conn.transaction().unwrap();
+        insert(&tx, 1, "indexed the usual way");
+        commit(tx).unwrap();
+        insert_unqueued(&conn, 2, "added behind the relay's back");
+        insert_unqueued(&conn, 3, "and another");
+        assert_eq!(hits(&conn, "back OR another"), 0);
+        drop(conn);
+        let conn = crate::db::open(&path).unwrap();
+        assert_eq!(hits(&conn, "back OR another"), 2);
+        assert_eq!(hits(&conn, "usual"), 1);
+        assert_eq!(feed(&conn), ["m-1", "m-2", "m-3"]);
+        index_is_sound(&conn);
+    }
+
+    #[test]
     fn opening_the_corpus_indexes_what_a_writer_left_queued() {
         let (_d, path, conn) = corpus();
-        // A plain commit (not `pending::commit`), as another SQLite tool would make it.
+        // Queued, then a plain commit (not `pending::commit`).
         insert(&conn, 1, "left in the queue");
         assert_eq!(hits(&conn, "queue"), 0);
         assert!(feed(&conn).is_empty());

@@ -1043,7 +1043,9 @@ fn apply_message(
                 m.origin_device, m.origin_seq, m.source_path, m.source_rank, m.parent_key
             ])?;
             inserted = true;
-            tx.last_insert_rowid()
+            let pk = tx.last_insert_rowid();
+            crate::pending::queue(tx, pk)?;
+            pk
         }
     };
     // Order-free facts of the turn: the earliest capture, the first known occurrence time, the smallest origin.
