@@ -34,6 +34,10 @@ use crate::clock::{fmt_time, normalize_time};
 const REVISIONS_AT_POSITION: &str = "SELECT pk, revision, is_current, message_key FROM messages
     WHERE thread_id = ?1 AND position_key = ?2 ORDER BY captured_at, ordinal IS NOT NULL, content_hash";
 
+/// Whether a thread holds a turn of a rank (one probe of `messages_thread_rank`).
+const RANK_PRESENT: &str =
+    "SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = ?1 AND source_rank = ?2)";
+
 /// Who sent a batch: the origin its rows are attributed to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -51,10 +55,6 @@ pub enum StorageError {
 }
 
 /// Days of per-item rejections kept in `ingest_errors`.
-/// Whether a thread holds a turn of a rank.
-const RANK_PRESENT: &str =
-    "SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = ?1 AND source_rank = ?2)";
-
 const ERROR_RETENTION_DAYS: i64 = 7;
 
 /// One valid item, ready to store.

@@ -23,7 +23,7 @@ pub fn queue(conn: &Connection, pk: i64) -> rusqlite::Result<()> {
 /// Gives every queued message its change-feed entry and its full-text entry (with its current content), then
 /// empties the queue; returns how many messages it handled.
 pub fn flush(conn: &Connection) -> rusqlite::Result<usize> {
-    // In row order, as the per-insert trigger numbered them; an entry an update already wrote moves to the end.
+    // In row order, the order the messages were written; an entry an update already wrote moves to the end.
     conn.prepare_cached(
         "INSERT OR REPLACE INTO sync_log (kind, pk) SELECT 'm', pk FROM messages_fts_pending ORDER BY pk",
     )?
