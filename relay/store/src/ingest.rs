@@ -28,15 +28,16 @@ use time::{Duration, OffsetDateTime};
 
 use crate::clock::{fmt_time, normalize_time};
 
-/// Every revision at one turn position, oldest first. Served by index `messages_position_order` (migration 0003).
 /// The revisions at one position, oldest first: by capture time; at the same capture time (one read of a tree)
-/// the turn on the branch the site shows (it alone carries an ordinal) is the newer one.
-const REVISIONS_AT_POSITION: &str = "SELECT pk, revision, is_current, message_key FROM messages
+/// the turn on the branch the site shows (it alone carries an ordinal) is the newer one. Found by the position
+/// index (migration 0017), named so that the planner never walks the whole thread by capture time to skip the sort
+/// of a position's few rows: that made ingest quadratic in thread length.
+const REVISIONS_AT_POSITION: &str = "SELECT pk, revision, is_current, message_key
+    FROM messages INDEXED BY messages_position
     WHERE thread_id = ?1 AND position_key = ?2 ORDER BY captured_at, ordinal IS NOT NULL, content_hash";
 
-/// Whether a thread holds a turn of a rank (one probe of `messages_thread_rank`).
-const RANK_PRESENT: &str =
-    "SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = ?1 AND source_rank = ?2)";
+/// The capture paths a thread holds, one bit per rank (migration 0017).
+const THREAD_RANKS: &str = "SELECT source_ranks FROM threads WHERE id = ?1";
 
 /// Who sent a batch: the origin its rows are attributed to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -803,20 +804,29 @@ fn stored_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Stored> {
     })
 }
 
+/// A thread's current turns of one role read from a source (rank above 0), for comparing a DOM turn's words with
+/// them. Served by the partial index `messages_thread_source`.
+fn source_forms_sql() -> String {
+    format!(
+        "SELECT {STORED_COLUMNS}, content FROM messages
+         WHERE thread_id = ?1 AND role = ?2 AND source_rank > 0 AND is_current = 1 ORDER BY pk"
+    )
+}
+
 impl SqlLookup<'_, '_> {
-    /// The source ranks among the thread's messages (bit per rank), read once per batch.
+    /// The source ranks among the thread's messages (bit per rank), read from the thread once per batch; the
+    /// batch's own inserts are added by `mark_rank`.
     fn ranks(&mut self) -> Result<u8, StorageError> {
         if let Some(bits) = self.ranks.get(self.thread_id) {
             return Ok(*bits);
         }
-        // One index probe per rank (messages_thread_rank), however long the thread.
-        let mut stmt = self.tx.prepare_cached(RANK_PRESENT)?;
-        let mut bits = 0u8;
-        for rank in 0..=Path::MAX_RANK {
-            if stmt.query_row(params![self.thread_id, rank], |r| r.get::<_, bool>(0))? {
-                bits |= 1 << rank;
-            }
-        }
+        let bits: i64 = self
+            .tx
+            .prepare_cached(THREAD_RANKS)?
+            .query_row([self.thread_id], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0);
+        let bits = u8::try_from(bits & 0xff).unwrap_or(0);
         self.ranks.insert(self.thread_id.to_owned(), bits);
         Ok(bits)
     }
@@ -871,11 +881,7 @@ impl Lookup for SqlLookup<'_, '_> {
             return Ok(None);
         }
         let sql = if rank == 0 {
-            // Served by messages_thread_rank.
-            format!(
-                "SELECT {STORED_COLUMNS}, content FROM messages
-                 WHERE thread_id = ?1 AND role = ?2 AND source_rank > 0 AND is_current = 1 ORDER BY pk"
-            )
+            source_forms_sql()
         } else {
             format!(
                 "SELECT {STORED_COLUMNS}, content FROM messages
@@ -925,33 +931,25 @@ mod tests {
         steps.join(" | ")
     }
 
-    /// Regression (ingest benchmark finding): the revision query must use the position index, not scan the
-    /// whole thread by `captured_at`, or ingest is quadratic in thread length.
+    /// Regression (ingest benchmark finding): the revision query must find one position's rows by the position
+    /// index, not scan the whole thread by `captured_at`, or ingest is quadratic in thread length.
     #[test]
     fn revision_query_uses_the_position_index() {
         let (_dir, conn) = corpus();
         let plan = plan(&conn, REVISIONS_AT_POSITION, params!["t", "p"]);
         assert!(
-            plan.contains("USING INDEX messages_position_order (thread_id=? AND position_key=?)"),
+            plan.contains("USING INDEX messages_position (thread_id=? AND position_key=?)"),
             "plan: {plan}"
-        );
-        // Only the few revisions of one position are sorted past capture time, never the thread.
-        assert!(
-            !plan.contains("TEMP B-TREE FOR ORDER BY"),
-            "plan sorts the whole search: {plan}"
         );
     }
 
-    /// Regression (ingest benchmark finding): which ranks a thread holds is one index probe per rank, never a
-    /// read of the thread's turns.
+    /// A DOM turn is compared by its words with the thread's source-form turns only, found by the partial index.
     #[test]
-    fn rank_probe_uses_the_thread_rank_index() {
+    fn the_source_form_look_up_uses_the_partial_index() {
         let (_dir, conn) = corpus();
-        let plan = plan(&conn, RANK_PRESENT, params!["t", 1]);
+        let plan = plan(&conn, &source_forms_sql(), params!["t", "user"]);
         assert!(
-            plan.contains(
-                "USING COVERING INDEX messages_thread_rank (thread_id=? AND source_rank=?)"
-            ),
+            plan.contains("USING INDEX messages_thread_source (thread_id=? AND role=?)"),
             "plan: {plan}"
         );
     }

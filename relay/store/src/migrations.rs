@@ -44,6 +44,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(14, "0014_fts_by_statement"),
     migration!(15, "0015_sync_log_by_pk"),
     migration!(16, "0016_ingest_write_path"),
+    migration!(17, "0017_thread_ranks"),
 ];
 
 /// The schema version this build writes.
@@ -295,6 +296,77 @@ mod tests {
             [],
         )
         .unwrap();
+    }
+
+    /// The ranks of a schema-16 corpus's messages become bits on their threads, and a thread that then takes a
+    /// turn of a new rank, or a turn that is upgraded to one, gains the bit.
+    #[test]
+    fn the_capture_paths_of_a_schema_16_corpus_move_to_its_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let conn = corpus_at(&path, 16);
+        add_thread(&conn);
+        let other = "1c8e4d2f-3e5b-4c7d-9eaf-1a2b3c4d5e6f";
+        conn.execute(
+            "INSERT INTO threads(id, surface, conversation_id, first_seen_at, last_seen_at, origin_device, origin_seq)
+             VALUES (?1, 'import:chatgpt', 'c2', ?2, ?2, 'dev', 2)",
+            params![other, AT],
+        )
+        .unwrap();
+        let insert = |conn: &Connection, i: i64, thread: &str, rank: i64| {
+            let path = ["dom", "network", "export"][rank as usize];
+            conn.execute(
+                "INSERT INTO messages(id, thread_id, role, content, content_hash, ordinal, position_key,
+                    captured_at, received_at, origin_device, origin_seq, source_path, source_rank)
+                 VALUES (?1, ?2, 'user', 'words', ?3, ?4, 'o:' || ?4, ?5, ?5, 'dev', ?4, ?6, ?7)",
+                params![format!("m-{i}"), thread, format!("h{i}"), i, AT, path, rank],
+            )
+            .unwrap();
+        };
+        insert(&conn, 1, THREAD, 0);
+        insert(&conn, 2, THREAD, 1);
+        insert(&conn, 3, other, 2);
+        drop(conn);
+
+        let conn = crate::db::open(&path).unwrap();
+        let bits = |conn: &Connection, t: &str| -> i64 {
+            conn.query_row("SELECT source_ranks FROM threads WHERE id = ?1", [t], |r| {
+                r.get(0)
+            })
+            .unwrap()
+        };
+        assert_eq!((bits(&conn, THREAD), bits(&conn, other)), (0b011, 0b100));
+        let index = |name: &str| -> i64 {
+            conn.query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            (
+                index("messages_thread_rank"),
+                index("messages_position_order"),
+                index("messages_position"),
+                index("messages_thread_source")
+            ),
+            (0, 0, 1, 1)
+        );
+
+        // A turn of a new rank, written the relay's way (queued, flushed), adds its bit.
+        let tx = conn.unchecked_transaction().unwrap();
+        insert(&tx, 4, other, 0);
+        crate::pending::queue(&tx, tx.last_insert_rowid()).unwrap();
+        crate::pending::commit(tx).unwrap();
+        assert_eq!(bits(&conn, other), 0b101);
+        // A stored turn that takes a rendering of another rank adds that rank's bit (trigger).
+        conn.execute(
+            "UPDATE messages SET source_path = 'export', source_rank = 2 WHERE id = 'm-2'",
+            [],
+        )
+        .unwrap();
+        assert_eq!(bits(&conn, THREAD), 0b111);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! What a new message adds to the corpus besides its row — its full-text entry and its change-feed entry —
-//! written for a whole transaction at once. The code that inserts a message queues its row number
+//! What a new message adds to the corpus besides its row — its full-text entry, its change-feed entry and its
+//! capture path's bit on its thread (`threads.source_ranks`, migration 0017) — written for a whole transaction at
+//! once. The code that inserts a message queues its row number
 //! ([`queue`], into `messages_fts_pending`) and [`flush`] handles the queue in two statements just before the
 //! transaction commits: FTS5 then writes one segment per transaction instead of one per message (it flushes its
 //! pending terms whenever a statement-journaled statement starts after it was written to), the feed takes one
@@ -20,8 +21,8 @@ pub fn queue(conn: &Connection, pk: i64) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Gives every queued message its change-feed entry and its full-text entry (with its current content), then
-/// empties the queue; returns how many messages it handled.
+/// Gives every queued message its change-feed entry and its full-text entry (with its current content), marks its
+/// capture path on its thread, then empties the queue; returns how many messages it handled.
 pub fn flush(conn: &Connection) -> rusqlite::Result<usize> {
     // In row order, the order the messages were written; an entry an update already wrote moves to the end.
     conn.prepare_cached(
@@ -34,6 +35,14 @@ pub fn flush(conn: &Connection) -> rusqlite::Result<usize> {
              SELECT m.pk, m.content FROM messages_fts_pending p JOIN messages m ON m.pk = p.pk ORDER BY p.pk",
         )?
         .execute([])?;
+    // The capture paths the new messages add to their threads; a thread that already has them is not rewritten.
+    conn.prepare_cached(
+        "UPDATE threads SET source_ranks = source_ranks | r.bits
+         FROM (SELECT m.thread_id AS id, sum(DISTINCT 1 << m.source_rank) AS bits
+               FROM messages_fts_pending p JOIN messages m ON m.pk = p.pk GROUP BY m.thread_id) AS r
+         WHERE threads.id = r.id AND (threads.source_ranks | r.bits) != threads.source_ranks",
+    )?
+    .execute([])?;
     // No WHERE and no trigger on the queue: SQLite clears the table without visiting its rows.
     conn.prepare_cached("DELETE FROM messages_fts_pending")?
         .execute([])?;
@@ -195,12 +204,28 @@ mod tests {
         commit(tx).unwrap();
         insert_unqueued(&conn, 2, "added behind the relay's back");
         insert_unqueued(&conn, 3, "and another");
+        // One read from the network: the thread's capture paths gain it with the repair.
+        conn.execute(
+            "INSERT INTO messages(id, thread_id, role, content, content_hash, captured_at, received_at,
+                origin_device, origin_seq, source_path, source_rank)
+             VALUES ('m-4', ?1, 'assistant', 'streamed', 'h4', 't', 't', 'dev', 4, 'network', 1)",
+            [T],
+        )
+        .unwrap();
+        let ranks = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT source_ranks FROM threads WHERE id = ?1", [T], |r| {
+                r.get(0)
+            })
+            .unwrap()
+        };
+        assert_eq!(ranks(&conn), 0b01);
         assert_eq!(hits(&conn, "back OR another"), 0);
         drop(conn);
         let conn = crate::db::open(&path).unwrap();
-        assert_eq!(hits(&conn, "back OR another"), 2);
+        assert_eq!(hits(&conn, "back OR another OR streamed"), 3);
+        assert_eq!(ranks(&conn), 0b11);
         assert_eq!(hits(&conn, "usual"), 1);
-        assert_eq!(feed(&conn), ["m-1", "m-2", "m-3"]);
+        assert_eq!(feed(&conn), ["m-1", "m-2", "m-3", "m-4"]);
         index_is_sound(&conn);
     }
 
