@@ -26,8 +26,12 @@ const VARIANTS: &[(&str, &str)] = &[
         "CREATE INDEX messages_position_order ON messages(thread_id, position_key, captured_at, content_hash);",
     ),
     (
-        "without the (thread, captured) and received indexes",
-        "DROP INDEX messages_thread_captured; DROP INDEX messages_received;",
+        "with the (thread, capture time) index of 0001",
+        "CREATE INDEX messages_thread_captured ON messages(thread_id, captured_at);",
+    ),
+    (
+        "without the capture-time and received indexes",
+        "DROP INDEX messages_captured; DROP INDEX messages_received;",
     ),
     (
         // Schema surgery on the empty corpus: the column loses UNIQUE, its index goes, and the (thread, hash)

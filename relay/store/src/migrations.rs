@@ -44,7 +44,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(14, "0014_fts_by_statement"),
     migration!(15, "0015_sync_log_by_pk"),
     migration!(16, "0016_ingest_write_path"),
-    migration!(17, "0017_thread_ranks"),
+    migration!(17, "0017_narrower_indexes"),
 ];
 
 /// The schema version this build writes.
@@ -301,7 +301,7 @@ mod tests {
     /// The ranks of a schema-16 corpus's messages become bits on their threads, and a thread that then takes a
     /// turn of a new rank, or a turn that is upgraded to one, gains the bit.
     #[test]
-    fn the_capture_paths_of_a_schema_16_corpus_move_to_its_threads() {
+    fn a_schema_16_corpus_gets_the_narrower_indexes_and_its_capture_paths_move_to_its_threads() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
         let conn = corpus_at(&path, 16);
@@ -349,9 +349,11 @@ mod tests {
                 index("messages_thread_rank"),
                 index("messages_position_order"),
                 index("messages_position"),
-                index("messages_thread_source")
+                index("messages_thread_source"),
+                index("messages_thread_captured"),
+                index("messages_captured")
             ),
-            (0, 0, 1, 1)
+            (0, 0, 1, 1, 0, 1)
         );
 
         // A turn of a new rank, written the relay's way (queued, flushed), adds its bit.

@@ -113,6 +113,21 @@ pub struct SurfaceSummary {
     pub status: Status,
 }
 
+/// The roll-up [`surfaces`] reads. The messages since a time are counted by surface in one pass over the recent end
+/// of the capture-time index (`messages_captured`), never by reading each thread whole.
+const SURFACES: &str =
+    "WITH surf AS (SELECT surface FROM threads UNION SELECT surface FROM surface_stats),
+     recent AS (SELECT t.surface, count(*) AS n FROM messages m INDEXED BY messages_captured
+                JOIN threads t ON t.id = m.thread_id WHERE m.captured_at >= ?1 GROUP BY t.surface)
+     SELECT surf.surface,
+        (SELECT count(*) FROM threads t WHERE t.surface = surf.surface AND t.last_seen_at >= ?1),
+        coalesce(recent.n, 0),
+        (SELECT max(t.last_seen_at) FROM threads t WHERE t.surface = surf.surface),
+        s.last_accepted_at, s.last_error_at
+     FROM surf LEFT JOIN surface_stats s ON s.surface = surf.surface
+        LEFT JOIN recent ON recent.surface = surf.surface
+     ORDER BY surf.surface";
+
 /// Per-surface roll-up of threads active since `since`.
 pub fn surfaces(
     conn: &Connection,
@@ -120,17 +135,7 @@ pub fn surfaces(
     now: OffsetDateTime,
 ) -> Result<Vec<SurfaceSummary>, DbError> {
     let since = fmt_time(since);
-    let mut stmt = conn.prepare(
-        "WITH surf AS (SELECT surface FROM threads UNION SELECT surface FROM surface_stats)
-         SELECT surf.surface,
-            (SELECT count(*) FROM threads t WHERE t.surface = surf.surface AND t.last_seen_at >= ?1),
-            (SELECT count(*) FROM messages m JOIN threads t ON t.id = m.thread_id
-              WHERE t.surface = surf.surface AND m.captured_at >= ?1),
-            (SELECT max(t.last_seen_at) FROM threads t WHERE t.surface = surf.surface),
-            s.last_accepted_at, s.last_error_at
-         FROM surf LEFT JOIN surface_stats s ON s.surface = surf.surface
-         ORDER BY surf.surface",
-    )?;
+    let mut stmt = conn.prepare(SURFACES)?;
     let rows = stmt
         .query_map([since], |r| {
             let last_accepted_at: Option<String> = r.get(4)?;
@@ -180,13 +185,20 @@ pub fn messages(
     thread: Option<&str>,
     limit: u32,
 ) -> Result<Vec<MessageRow>, DbError> {
-    let mut stmt = conn.prepare(
+    // One thread's turns are read by the thread and sorted (a thread is small); otherwise the newest come from
+    // the end of the capture-time index, read until `limit` rows pass the surface filter.
+    let by = if thread.is_some() {
+        "m.thread_id = ?2"
+    } else {
+        "?2 IS NULL"
+    };
+    let mut stmt = conn.prepare(&format!(
         "SELECT m.id, m.thread_id, t.surface, m.role, m.content, m.content_hash, m.message_key, m.ordinal,
             m.occurred_at, m.captured_at, m.revision, m.is_current, m.parent_key, m.source_path
          FROM messages m JOIN threads t ON t.id = m.thread_id
-         WHERE (?1 IS NULL OR t.surface = ?1) AND (?2 IS NULL OR m.thread_id = ?2)
-         ORDER BY m.captured_at DESC, m.pk DESC LIMIT ?3",
-    )?;
+         WHERE (?1 IS NULL OR t.surface = ?1) AND {by}
+         ORDER BY m.captured_at DESC, m.pk DESC LIMIT ?3"
+    ))?;
     let rows = stmt
         .query_map(params![surface, thread, limit], |r| {
             Ok(MessageRow {
@@ -271,6 +283,24 @@ mod tests {
     use time::macros::datetime;
 
     const NOW: OffsetDateTime = datetime!(2026-11-22 10:00:00 UTC);
+
+    /// The surfaces roll-up counts recent turns from the capture-time index, not by reading every thread whole.
+    #[test]
+    fn the_surfaces_roll_up_reads_only_recent_turns() {
+        let (_d, conn) = filled();
+        let steps: Vec<String> = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {SURFACES}"))
+            .unwrap()
+            .query_map(["2026-11-22T00:00:00.000Z"], |r| r.get::<_, String>(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let plan = steps.join(" | ");
+        assert!(
+            plan.contains("SEARCH m USING INDEX messages_captured (captured_at>?)"),
+            "plan: {plan}"
+        );
+    }
 
     fn filled() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
--- 0017_thread_ranks: two secondary indexes of `messages` made cheaper to keep. Each index entry is a b-tree write
+-- 0017_narrower_indexes: three secondary indexes of `messages` made cheaper to keep. Each index entry is a b-tree write
 -- on every insert, and every page it dirties is written to the WAL again at commit. Append-only.
 
 -- Which capture paths (ranks) a thread holds, one bit per rank (`1 << source_rank`), kept on the thread rather than
@@ -28,3 +28,10 @@ CREATE INDEX messages_thread_source ON messages(thread_id, role) WHERE source_ra
 -- (`INDEXED BY`), so the planner never prefers walking the thread by capture time instead.
 DROP INDEX messages_position_order;
 CREATE INDEX messages_position ON messages(thread_id, position_key);
+
+-- Messages by capture time across the corpus, instead of within each thread. Turns arrive in capture order, so
+-- new entries go at the end of one index rather than at the end of every active thread's range (where each insert
+-- split pages in the middle of the index). What it served reads the same rows another way: a thread's turns come
+-- from the thread's other indexes (a thread is small), a surface's recent turns from this index.
+DROP INDEX messages_thread_captured;
+CREATE INDEX messages_captured ON messages(captured_at);
