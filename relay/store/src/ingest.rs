@@ -826,7 +826,8 @@ impl SqlLookup<'_, '_> {
             .query_row([self.thread_id], |r| r.get(0))
             .optional()?
             .unwrap_or(0);
-        let bits = u8::try_from(bits & 0xff).unwrap_or(0);
+        // A value no rank makes (not written by the relay) counts as every rank: a look-up too many, never too few.
+        let bits = u8::try_from(bits).unwrap_or(u8::MAX);
         self.ranks.insert(self.thread_id.to_owned(), bits);
         Ok(bits)
     }

@@ -314,12 +314,12 @@ mod tests {
         )
         .unwrap();
         let insert = |conn: &Connection, i: i64, thread: &str, rank: i64| {
-            let path = ["dom", "network", "export"][rank as usize];
+            let source = ["dom", "network", "export"][rank as usize];
             conn.execute(
                 "INSERT INTO messages(id, thread_id, role, content, content_hash, ordinal, position_key,
                     captured_at, received_at, origin_device, origin_seq, source_path, source_rank)
                  VALUES (?1, ?2, 'user', 'words', ?3, ?4, 'o:' || ?4, ?5, ?5, 'dev', ?4, ?6, ?7)",
-                params![format!("m-{i}"), thread, format!("h{i}"), i, AT, path, rank],
+                params![format!("m-{i}"), thread, format!("h{i}"), i, AT, source, rank],
             )
             .unwrap();
         };
