@@ -30,6 +30,22 @@ const VARIANTS: &[(&str, &str)] = &[
         "CREATE INDEX messages_thread_captured ON messages(thread_id, captured_at);",
     ),
     (
+        // The constraints as 0001, 0011 and 0015 wrote them: an IN list of more than two values is a b-tree SQLite
+        // builds each time the constraint is checked.
+        "with the IN-list CHECKs of 0001, 0011 and 0015",
+        "PRAGMA writable_schema=ON;
+         UPDATE sqlite_schema SET sql = replace(replace(sql,
+             'CHECK (role = ''user'' OR role = ''assistant'' OR role = ''system'' OR role = ''tool'')',
+             'CHECK (role IN (''user'', ''assistant'', ''system'', ''tool''))'),
+             'CHECK (source_path = ''dom'' OR source_path = ''network'' OR source_path = ''export''
+        OR source_path = ''harvest'')',
+             'CHECK (source_path IN (''dom'', ''network'', ''export'', ''harvest''))')
+             WHERE name = 'messages';
+         UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (kind = ''t'' OR kind = ''m'' OR kind = ''f'')',
+             'CHECK (kind IN (''t'', ''m'', ''f''))') WHERE name = 'sync_log';
+         PRAGMA writable_schema=RESET;",
+    ),
+    (
         "without the capture-time and received indexes",
         "DROP INDEX messages_captured; DROP INDEX messages_received;",
     ),

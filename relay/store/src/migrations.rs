@@ -45,6 +45,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(15, "0015_sync_log_by_pk"),
     migration!(16, "0016_ingest_write_path"),
     migration!(17, "0017_narrower_indexes"),
+    migration!(18, "0018_checks_without_lists"),
 ];
 
 /// The schema version this build writes.
@@ -83,6 +84,10 @@ pub fn apply(conn: &mut Connection) -> Result<u32, DbError> {
                 name: m.name,
                 source,
             })?;
+        // A migration may edit a table's SQL text in place (`writable_schema`, 0018), which connections notice only
+        // when the schema version changes; a migration of statements changes it anyway, one more step is harmless.
+        let schema: i64 = tx.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
+        tx.pragma_update(None, "schema_version", schema + 1)?;
         tx.pragma_update(None, "user_version", m.version)?;
         tx.commit()?;
         tracing::info!(migration = m.name, "applied migration");
@@ -369,6 +374,93 @@ mod tests {
         )
         .unwrap();
         assert_eq!(bits(&conn, THREAD), 0b111);
+    }
+
+    /// Whether inserting a row into `table` builds a throwaway b-tree (SQLite's code for a CHECK's `IN` list of
+    /// more than two values) on this connection.
+    fn insert_builds_a_btree(conn: &Connection, table: &str) -> bool {
+        let sql = match table {
+            "messages" => {
+                "EXPLAIN INSERT INTO messages(id, thread_id, role, content, content_hash, captured_at, received_at,
+                    origin_device, origin_seq, source_path) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9)"
+            }
+            _ => "EXPLAIN INSERT INTO sync_log(kind, pk) VALUES (?1, ?2)",
+        };
+        let mut stmt = conn.prepare(sql).unwrap();
+        let unbound = std::iter::repeat_n(rusqlite::types::Null, stmt.parameter_count());
+        let ops: Vec<String> = stmt
+            .query_map(rusqlite::params_from_iter(unbound), |r| r.get(1))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        ops.iter().any(|op| op == "OpenEphemeral")
+    }
+
+    /// 0018 rewrites the per-turn CHECK constraints without IN lists: a schema-17 corpus (which builds a b-tree per
+    /// inserted row) no longer does — on the connection that migrated it and on one that was open beside it — and
+    /// the constraints still accept and refuse the same values.
+    #[test]
+    fn a_schema_17_corpus_checks_its_rows_without_building_a_btree_per_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let mut conn = corpus_at(&path, 17);
+        add_thread(&conn);
+        assert!(insert_builds_a_btree(&conn, "messages"));
+        assert!(insert_builds_a_btree(&conn, "sync_log"));
+        let beside = Connection::open(&path).unwrap();
+        assert!(insert_builds_a_btree(&beside, "messages"));
+
+        apply(&mut conn).unwrap();
+        // A connection notices the new schema version at its next read (an EXPLAIN reads no table).
+        let _: i64 = beside
+            .query_row("SELECT count(*) FROM threads", [], |r| r.get(0))
+            .unwrap();
+        for (name, c) in [("migrating", &conn), ("beside", &beside)] {
+            assert!(!insert_builds_a_btree(c, "messages"), "{name}");
+            assert!(!insert_builds_a_btree(c, "sync_log"), "{name}");
+        }
+        let fresh = crate::db::open(&dir.path().join("new.db")).unwrap();
+        assert!(!insert_builds_a_btree(&fresh, "messages"));
+        assert!(!insert_builds_a_btree(&fresh, "sync_log"));
+
+        let insert = |i: i64, role: &str, path: &str| {
+            conn.execute(
+                "INSERT INTO messages(id, thread_id, role, content, content_hash, captured_at, received_at,
+                    origin_device, origin_seq, source_path) VALUES (?1, ?2, ?3, 'words', ?4, ?5, ?5, 'dev', ?6, ?7)",
+                params![format!("m-{i}"), THREAD, role, format!("h{i}"), AT, i, path],
+            )
+        };
+        let roles = ["user", "assistant", "system", "tool"];
+        let paths = ["dom", "network", "export", "harvest"];
+        for (i, (role, path)) in roles.iter().zip(paths).enumerate() {
+            insert(i as i64, role, path).unwrap();
+        }
+        let refused = |r: rusqlite::Result<usize>| {
+            r.is_err_and(|e| e.to_string().contains("CHECK constraint failed"))
+        };
+        assert!(refused(insert(10, "robot", "dom")));
+        assert!(refused(insert(11, "User", "dom")));
+        assert!(refused(insert(12, "user", "scrape")));
+        assert!(refused(insert(13, "user", "")));
+        assert!(refused(beside.execute(
+            "INSERT INTO messages(id, thread_id, role, content, content_hash, captured_at, received_at,
+                origin_device, origin_seq) VALUES ('m-20', ?1, 'robot', 'w', 'h20', ?2, ?2, 'dev', 20)",
+            params![THREAD, AT],
+        )));
+        for kind in ["t", "f"] {
+            conn.execute("INSERT INTO sync_log(kind, id) VALUES (?1, 'x')", [kind])
+                .unwrap();
+        }
+        conn.execute("INSERT INTO sync_log(kind, pk) VALUES ('m', 1)", [])
+            .unwrap();
+        assert!(refused(conn.execute(
+            "INSERT INTO sync_log(kind, id) VALUES ('q', 'y')",
+            []
+        )));
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
     }
 
     #[test]
