@@ -242,7 +242,8 @@ pub fn parse_observation(raw: &serde_json::Value) -> Result<Observation, Invalid
     {
         return Err(Invalid::UnknownKind(quote_safely(kind, 64)));
     }
-    let obs: Observation = serde_json::from_value(raw.clone())
+    // Read from the borrowed value: no copy of the item (its content is its largest part) before it is parsed.
+    let obs = Observation::deserialize(raw)
         .map_err(|e| Invalid::Malformed(quote_safely(&e.to_string(), 200)))?;
     validate(&obs)?;
     Ok(obs)

@@ -282,6 +282,9 @@ struct Writer<'a> {
     accepted: HashMap<String, (u64, String)>,
     /// Per thread: the source ranks its messages have (bit per rank), read once per batch when first needed.
     ranks: HashMap<String, u8>,
+    /// Whether the corpus holds any tombstone: when it holds none (read once, in this transaction), no turn of the
+    /// batch can be a forgotten one and the two look-ups per turn are skipped.
+    any_forgotten: bool,
 }
 
 impl<'a> Writer<'a> {
@@ -298,6 +301,9 @@ impl<'a> Writer<'a> {
             )
             .optional()?
             .unwrap_or(0);
+        let any_forgotten = tx
+            .prepare_cached("SELECT 1 FROM forgotten_messages LIMIT 1")?
+            .exists([])?;
         Ok(Writer {
             tx,
             origin,
@@ -308,6 +314,7 @@ impl<'a> Writer<'a> {
             threads: HashMap::new(),
             accepted: HashMap::new(),
             ranks: HashMap::new(),
+            any_forgotten,
         })
     }
 
@@ -402,14 +409,7 @@ impl<'a> Writer<'a> {
             .hyphenated()
             .to_string();
         // A forgotten turn stays forgotten: answered as a duplicate (the sender drops it), nothing stored.
-        let key_forgotten = match &o.turn.message_key {
-            Some(k) => crate::forget::is_forgotten(
-                self.tx,
-                &crate::forget::key_tombstone(&o.thread_id, k),
-            )?,
-            None => false,
-        };
-        if key_forgotten || crate::forget::is_forgotten(self.tx, &message_id)? {
+        if self.any_forgotten && self.is_forgotten(o, &message_id)? {
             return Ok(ItemResult {
                 index: r.index,
                 status: ItemStatus::Duplicate,
@@ -500,6 +500,16 @@ impl<'a> Writer<'a> {
         }
 
         Ok(done(ItemStatus::Stored))
+    }
+
+    /// Whether the turn's site id in its thread, or its message id, was forgotten.
+    fn is_forgotten(&self, o: &Observation, message_id: &str) -> Result<bool, StorageError> {
+        if let Some(k) = &o.turn.message_key
+            && crate::forget::is_forgotten(self.tx, &crate::forget::key_tombstone(&o.thread_id, k))?
+        {
+            return Ok(true);
+        }
+        Ok(crate::forget::is_forgotten(self.tx, message_id)?)
     }
 
     fn id_of(&self, pk: i64) -> Result<String, StorageError> {
@@ -791,7 +801,40 @@ struct SqlLookup<'a, 't> {
     ranks: &'a mut HashMap<String, u8>,
 }
 
-const STORED_COLUMNS: &str = "pk, role, message_key, source_rank, position_key";
+/// The columns [`stored_row`] reads, as a macro so that every look-up's SQL is one constant string (a statement
+/// is found in the connection's cache by its text, once or more per turn).
+macro_rules! stored_columns {
+    () => {
+        "pk, role, message_key, source_rank, position_key"
+    };
+}
+
+const BY_HASH: &str = concat!(
+    "SELECT ",
+    stored_columns!(),
+    " FROM messages WHERE thread_id = ?1 AND content_hash = ?2"
+);
+
+const BY_KEY: &str = concat!(
+    "SELECT ",
+    stored_columns!(),
+    " FROM messages WHERE thread_id = ?1 AND message_key = ?2 ORDER BY is_current DESC, revision DESC LIMIT 1"
+);
+
+/// A thread's current turns of one role read from a source (rank above 0), for comparing a DOM turn's words with
+/// them. Served by the partial index `messages_thread_source`.
+const SOURCE_FORMS: &str = concat!(
+    "SELECT ",
+    stored_columns!(),
+    ", content FROM messages WHERE thread_id = ?1 AND role = ?2 AND source_rank > 0 AND is_current = 1 ORDER BY pk"
+);
+
+/// A thread's current turns of one role read by a path of another rank than `?3`.
+const OTHER_RANK_FORMS: &str = concat!(
+    "SELECT ",
+    stored_columns!(),
+    ", content FROM messages WHERE thread_id = ?1 AND role = ?2 AND source_rank != ?3 AND is_current = 1 ORDER BY pk"
+);
 
 fn stored_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Stored> {
     let role: String = r.get(1)?;
@@ -802,15 +845,6 @@ fn stored_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Stored> {
         rank: r.get(3)?,
         position_key: r.get(4)?,
     })
-}
-
-/// A thread's current turns of one role read from a source (rank above 0), for comparing a DOM turn's words with
-/// them. Served by the partial index `messages_thread_source`.
-fn source_forms_sql() -> String {
-    format!(
-        "SELECT {STORED_COLUMNS}, content FROM messages
-         WHERE thread_id = ?1 AND role = ?2 AND source_rank > 0 AND is_current = 1 ORDER BY pk"
-    )
 }
 
 impl SqlLookup<'_, '_> {
@@ -843,9 +877,7 @@ impl Lookup for SqlLookup<'_, '_> {
     fn by_hash(&mut self, hash: &str) -> Result<Option<Stored>, StorageError> {
         Ok(self
             .tx
-            .prepare_cached(&format!(
-                "SELECT {STORED_COLUMNS} FROM messages WHERE thread_id = ?1 AND content_hash = ?2"
-            ))?
+            .prepare_cached(BY_HASH)?
             .query_row(params![self.thread_id, hash], stored_row)
             .optional()?)
     }
@@ -863,10 +895,7 @@ impl Lookup for SqlLookup<'_, '_> {
     fn by_key(&mut self, key: &str) -> Result<Option<Stored>, StorageError> {
         Ok(self
             .tx
-            .prepare_cached(&format!(
-                "SELECT {STORED_COLUMNS} FROM messages WHERE thread_id = ?1 AND message_key = ?2
-                 ORDER BY is_current DESC, revision DESC LIMIT 1"
-            ))?
+            .prepare_cached(BY_KEY)?
             .query_row(params![self.thread_id, key], stored_row)
             .optional()?)
     }
@@ -882,14 +911,11 @@ impl Lookup for SqlLookup<'_, '_> {
             return Ok(None);
         }
         let sql = if rank == 0 {
-            source_forms_sql()
+            SOURCE_FORMS
         } else {
-            format!(
-                "SELECT {STORED_COLUMNS}, content FROM messages
-                 WHERE thread_id = ?1 AND role = ?2 AND source_rank != ?3 AND is_current = 1 ORDER BY pk"
-            )
+            OTHER_RANK_FORMS
         };
-        let mut stmt = self.tx.prepare_cached(&sql)?;
+        let mut stmt = self.tx.prepare_cached(sql)?;
         let mut rows = if rank == 0 {
             stmt.query(params![self.thread_id, role.as_str()])?
         } else {
@@ -948,7 +974,7 @@ mod tests {
     #[test]
     fn the_source_form_look_up_uses_the_partial_index() {
         let (_dir, conn) = corpus();
-        let plan = plan(&conn, &source_forms_sql(), params!["t", "user"]);
+        let plan = plan(&conn, SOURCE_FORMS, params!["t", "user"]);
         assert!(
             plan.contains("USING INDEX messages_thread_source (thread_id=? AND role=?)"),
             "plan: {plan}"
