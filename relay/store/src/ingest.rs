@@ -36,6 +36,10 @@ const REVISIONS_AT_POSITION: &str = "SELECT pk, revision, is_current, message_ke
     FROM messages INDEXED BY messages_position
     WHERE thread_id = ?1 AND position_key = ?2 ORDER BY captured_at, ordinal IS NOT NULL, content_hash";
 
+/// Whether a position holds another message than `?3` (read from the position index alone).
+const POSITION_SHARED: &str = "SELECT 1 FROM messages INDEXED BY messages_position
+    WHERE thread_id = ?1 AND position_key = ?2 AND pk != ?3 LIMIT 1";
+
 /// The capture paths a thread holds, one bit per rank (migration 0017).
 const THREAD_RANKS: &str = "SELECT source_ranks FROM threads WHERE id = ?1";
 
@@ -494,12 +498,29 @@ impl<'a> Writer<'a> {
                 inc.path.rank(),
                 o.turn.parent_key
             ])?;
-        crate::pending::queue(self.tx, self.tx.last_insert_rowid())?;
-        if let Some(pos) = &pos {
+        let pk = self.tx.last_insert_rowid();
+        crate::pending::queue(self.tx, pk)?;
+        if let Some(pos) = &pos
+            && self.needs_numbering(&o.thread_id, pos, pk)?
+        {
             self.renumber_revisions(&o.thread_id, pos)?;
         }
 
         Ok(done(ItemStatus::Stored))
+    }
+
+    /// Whether a message just inserted at `pos` (as revision 1, current) needs its position numbered: when another
+    /// content shares the position, or when the position hangs under a parent turn that may be off the shown branch
+    /// (`b:`). A new turn alone at a position of its own is already numbered right, and finding that out reads only
+    /// the position index, where numbering would read every row at the position and sort them.
+    fn needs_numbering(&self, thread_id: &str, pos: &str, pk: i64) -> Result<bool, StorageError> {
+        if pos.starts_with("b:") {
+            return Ok(true);
+        }
+        Ok(self
+            .tx
+            .prepare_cached(POSITION_SHARED)?
+            .exists(params![thread_id, pos, pk])?)
     }
 
     /// Whether the turn's site id in its thread, or its message id, was forgotten.
@@ -966,6 +987,17 @@ mod tests {
         let plan = plan(&conn, REVISIONS_AT_POSITION, params!["t", "p"]);
         assert!(
             plan.contains("USING INDEX messages_position (thread_id=? AND position_key=?)"),
+            "plan: {plan}"
+        );
+    }
+
+    /// Whether a new turn shares its position is answered from the position index alone (no row is read).
+    #[test]
+    fn the_shared_position_probe_reads_only_the_position_index() {
+        let (_dir, conn) = corpus();
+        let plan = plan(&conn, POSITION_SHARED, params!["t", "p", 1]);
+        assert!(
+            plan.contains("USING COVERING INDEX messages_position (thread_id=? AND position_key=?)"),
             "plan: {plan}"
         );
     }
