@@ -822,38 +822,31 @@ struct SqlLookup<'a, 't> {
     ranks: &'a mut HashMap<String, u8>,
 }
 
-/// The columns [`stored_row`] reads, as a macro so that every look-up's SQL is one constant string (a statement
-/// is found in the connection's cache by its text, once or more per turn).
-macro_rules! stored_columns {
-    () => {
-        "pk, role, message_key, source_rank, position_key"
+/// `SELECT` of the columns [`stored_row`] reads, then `$rest`: a macro so that every look-up's SQL is one constant
+/// string (a statement is found in the connection's cache by its text, once or more per turn).
+macro_rules! select_stored {
+    ($rest:literal) => {
+        concat!(
+            "SELECT pk, role, message_key, source_rank, position_key",
+            $rest
+        )
     };
 }
 
-const BY_HASH: &str = concat!(
-    "SELECT ",
-    stored_columns!(),
-    " FROM messages WHERE thread_id = ?1 AND content_hash = ?2"
-);
+const BY_HASH: &str = select_stored!(" FROM messages WHERE thread_id = ?1 AND content_hash = ?2");
 
-const BY_KEY: &str = concat!(
-    "SELECT ",
-    stored_columns!(),
+const BY_KEY: &str = select_stored!(
     " FROM messages WHERE thread_id = ?1 AND message_key = ?2 ORDER BY is_current DESC, revision DESC LIMIT 1"
 );
 
 /// A thread's current turns of one role read from a source (rank above 0), for comparing a DOM turn's words with
 /// them. Served by the partial index `messages_thread_source`.
-const SOURCE_FORMS: &str = concat!(
-    "SELECT ",
-    stored_columns!(),
+const SOURCE_FORMS: &str = select_stored!(
     ", content FROM messages WHERE thread_id = ?1 AND role = ?2 AND source_rank > 0 AND is_current = 1 ORDER BY pk"
 );
 
 /// A thread's current turns of one role read by a path of another rank than `?3`.
-const OTHER_RANK_FORMS: &str = concat!(
-    "SELECT ",
-    stored_columns!(),
+const OTHER_RANK_FORMS: &str = select_stored!(
     ", content FROM messages WHERE thread_id = ?1 AND role = ?2 AND source_rank != ?3 AND is_current = 1 ORDER BY pk"
 );
 
@@ -997,7 +990,9 @@ mod tests {
         let (_dir, conn) = corpus();
         let plan = plan(&conn, POSITION_SHARED, params!["t", "p", 1]);
         assert!(
-            plan.contains("USING COVERING INDEX messages_position (thread_id=? AND position_key=?)"),
+            plan.contains(
+                "USING COVERING INDEX messages_position (thread_id=? AND position_key=?)"
+            ),
             "plan: {plan}"
         );
     }
