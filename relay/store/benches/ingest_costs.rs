@@ -82,7 +82,21 @@ fn run(sql: &str, tag: &str, count_pages: bool) -> f64 {
                   realistic length so that FTS indexing has words to tokenize and the WAL has bytes to sync. ";
     let (_dir, db) = temp_db();
     let mut conn = personkit_store::db::open(&db).unwrap();
+    let schema = |conn: &rusqlite::Connection| -> String {
+        conn.query_row(
+            "SELECT group_concat(sql, ';') FROM sqlite_schema",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let before = schema(&conn);
     personkit_store::bulk::tune_for_diagnostics(&conn, sql).unwrap();
+    // A text edit whose pattern no longer matches the shipped schema would measure the shipped corpus twice.
+    assert!(
+        !sql.contains("writable_schema") || schema(&conn) != before,
+        "the variant's edit matched nothing in the schema: {sql}"
+    );
     if count_pages {
         conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
     }

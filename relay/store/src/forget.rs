@@ -312,11 +312,27 @@ pub fn key_tombstone(thread_id: &str, key: &str) -> String {
     format!("key:{thread_id}|{key}")
 }
 
-/// Whether a message id was forgotten (ingest's test).
+/// Whether a message id was forgotten.
 pub fn is_forgotten(conn: &Connection, message_id: &str) -> Result<bool, DbError> {
     Ok(conn
         .prepare_cached("SELECT 1 FROM forgotten_messages WHERE id = ?1")?
         .exists([message_id])?)
+}
+
+/// Whether a turn arriving by ingest or sync was forgotten: by its message id, or by the site's id `key` in its
+/// thread (a forgotten turn re-read with other text keeps its site id).
+pub fn turn_is_forgotten(
+    conn: &Connection,
+    thread_id: &str,
+    message_id: &str,
+    key: Option<&str>,
+) -> Result<bool, DbError> {
+    if let Some(k) = key
+        && is_forgotten(conn, &key_tombstone(thread_id, k))?
+    {
+        return Ok(true);
+    }
+    is_forgotten(conn, message_id)
 }
 
 #[cfg(test)]

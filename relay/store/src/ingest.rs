@@ -413,7 +413,14 @@ impl<'a> Writer<'a> {
             .hyphenated()
             .to_string();
         // A forgotten turn stays forgotten: answered as a duplicate (the sender drops it), nothing stored.
-        if self.any_forgotten && self.is_forgotten(o, &message_id)? {
+        if self.any_forgotten
+            && crate::forget::turn_is_forgotten(
+                self.tx,
+                &o.thread_id,
+                &message_id,
+                o.turn.message_key.as_deref(),
+            )?
+        {
             return Ok(ItemResult {
                 index: r.index,
                 status: ItemStatus::Duplicate,
@@ -521,16 +528,6 @@ impl<'a> Writer<'a> {
             .tx
             .prepare_cached(POSITION_SHARED)?
             .exists(params![thread_id, pos, pk])?)
-    }
-
-    /// Whether the turn's site id in its thread, or its message id, was forgotten.
-    fn is_forgotten(&self, o: &Observation, message_id: &str) -> Result<bool, StorageError> {
-        if let Some(k) = &o.turn.message_key
-            && crate::forget::is_forgotten(self.tx, &crate::forget::key_tombstone(&o.thread_id, k))?
-        {
-            return Ok(true);
-        }
-        Ok(crate::forget::is_forgotten(self.tx, message_id)?)
     }
 
     fn id_of(&self, pk: i64) -> Result<String, StorageError> {

@@ -930,10 +930,6 @@ enum Outcome {
     Rejected(&'static str, String),
 }
 
-fn forgotten(tx: &Transaction<'_>, id: &str) -> Result<bool, DbError> {
-    crate::forget::is_forgotten(tx, id)
-}
-
 fn apply_message(
     tx: &Transaction<'_>,
     m: &MessageItem,
@@ -941,11 +937,7 @@ fn apply_message(
     now_s: &str,
     positions: &mut BTreeMap<(String, String), ()>,
 ) -> Result<Outcome, DbError> {
-    if forgotten(tx, &m.id)?
-        || m.message_key.as_deref().is_some_and(|k| {
-            forgotten(tx, &crate::forget::key_tombstone(&m.thread_id, k)).unwrap_or(false)
-        })
-    {
+    if crate::forget::turn_is_forgotten(tx, &m.thread_id, &m.id, m.message_key.as_deref())? {
         return Ok(Outcome::Forgotten);
     }
     // The same turn here: by id, else by its text or a folded rendering of it (a turn another order of
@@ -1075,7 +1067,7 @@ fn apply_message(
         let rid = ids::message_id(&thread, &r.content_hash)
             .hyphenated()
             .to_string();
-        if forgotten(tx, &rid)? {
+        if crate::forget::is_forgotten(tx, &rid)? {
             continue;
         }
         changed |= tx
