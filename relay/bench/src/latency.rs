@@ -309,6 +309,54 @@ pub fn measure(
             p95_ms: pct(&mut times, 0.95),
         });
     }
+    // Turn pairs (the shipped full-text signal) against each turn alone, query by query, interleaved; the
+    // hybrid with the query model when one is given.
+    {
+        let hybrid_embedder: &dyn Embedder = match &timed {
+            Some(t) => t,
+            None => &emb,
+        };
+        let mut times: [Vec<f64>; 4] = Default::default();
+        for (topic, words) in &qs {
+            for (i, (w, e)) in [
+                (Weights::FTS_ONLY, &emb as &dyn Embedder),
+                (Query::new("").weights, hybrid_embedder),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                for (j, pairs) in [false, true].into_iter().enumerate() {
+                    let mut q = Query::new(format!("topic{topic} {words}"));
+                    q.weights = w;
+                    q.include_events = false;
+                    if !pairs {
+                        q.turn_before = 0.0;
+                        q.turn_after = 0.0;
+                    }
+                    let t = Instant::now();
+                    std::hint::black_box(personkit_search::query(conn, &indexes, Some(e), &q)?);
+                    times[2 * i + j].push(t.elapsed().as_secs_f64() * 1000.0);
+                }
+            }
+        }
+        let model = timed
+            .as_ref()
+            .map(|t| format!(", query embedded by {}", t.model.model_id()))
+            .unwrap_or_default();
+        let names = [
+            "fts, each turn alone (interleaved)".to_string(),
+            "fts, turn pairs: shipped (interleaved)".to_string(),
+            format!("hybrid, each turn alone{model} (interleaved)"),
+            format!("hybrid, turn pairs: shipped{model} (interleaved)"),
+        ];
+        for (name, mut t) in names.into_iter().zip(times) {
+            out.push(Latency {
+                method: name,
+                p50_ms: pct(&mut t, 0.5),
+                p95_ms: pct(&mut t, 0.95),
+            });
+        }
+    }
     if let Some(before) = neighbours {
         let t = Instant::now();
         neighbours::build(conn)?;

@@ -36,6 +36,12 @@ pub struct Method {
     pub neighbour: f64,
     /// [`Query::prf`]: weight of the pseudo-relevance feedback query.
     pub prf: f64,
+    /// [`Query::turn_before`] and [`Query::turn_after`]: full-text scores of turn pairs.
+    pub turn_before: f64,
+    pub turn_after: f64,
+    /// [`Query::dates`] and [`Query::when`]: the signals of time in the question.
+    pub dates: f64,
+    pub when: f64,
 }
 
 impl Method {
@@ -51,19 +57,18 @@ impl Method {
             neighbours: None,
             neighbour: 0.0,
             prf: 0.0,
+            turn_before: 0.0,
+            turn_after: 0.0,
+            dates: 0.0,
+            when: 0.0,
         }
     }
-}
 
-/// The methods reported: the two single signals, plain RRF and the shipped hybrid defaults.
-pub fn methods() -> Vec<Method> {
-    let d = Query::new("");
-    vec![
-        Method::rrf("fts", Weights::FTS_ONLY, 60.0, 100),
-        Method::rrf("vector", Weights::VECTOR_ONLY, 60.0, 100),
-        Method::rrf("rrf-plain", Weights::EQUAL, 60.0, 100),
+    /// The shipped hybrid with the turn pairs and the time signals set as given.
+    fn shipped(name: &'static str, before: f64, after: f64, dates: f64, when: f64) -> Method {
+        let d = Query::new("");
         Method {
-            name: "hybrid",
+            name,
             weights: d.weights,
             fusion: d.fusion,
             rrf_k: d.rrf_k,
@@ -72,7 +77,23 @@ pub fn methods() -> Vec<Method> {
             neighbours: None,
             neighbour: d.neighbour,
             prf: d.prf,
-        },
+            turn_before: before,
+            turn_after: after,
+            dates,
+            when,
+        }
+    }
+}
+
+/// The methods reported: the two single signals (each turn alone, no time signals), plain RRF and the shipped
+/// hybrid defaults.
+pub fn methods() -> Vec<Method> {
+    let d = Query::new("");
+    vec![
+        Method::rrf("fts", Weights::FTS_ONLY, 60.0, 100),
+        Method::rrf("vector", Weights::VECTOR_ONLY, 60.0, 100),
+        Method::rrf("rrf-plain", Weights::EQUAL, 60.0, 100),
+        Method::shipped("hybrid", d.turn_before, d.turn_after, d.dates, d.when),
     ]
 }
 
@@ -96,6 +117,10 @@ pub fn ablations() -> Vec<Method> {
             neighbours: (before > 0.0 || after > 0.0).then_some((before, after)),
             neighbour: 0.0,
             prf: 0.0,
+            turn_before: 0.0,
+            turn_after: 0.0,
+            dates: 0.0,
+            when: 0.0,
         };
     let next = |name: &'static str, weights: Weights, context: f64| {
         expand(name, weights, 0.0, 0.0, context)
@@ -120,7 +145,31 @@ pub fn ablations() -> Vec<Method> {
         prf,
         ..next(name, weights, 0.0)
     };
+    let fts_pairs = |name: &'static str, before: f64, after: f64, dates: f64, when: f64| Method {
+        weights: Weights::FTS_ONLY,
+        ..Method::shipped(name, before, after, dates, when)
+    };
+    let (b, a) = (d.turn_before, d.turn_after);
     vec![
+        Method::shipped("hybrid, turn alone, no time signals", 0.0, 0.0, 0.0, 0.0),
+        Method::shipped("hybrid, turn pairs only", b, a, 0.0, 0.0),
+        Method::shipped("hybrid, turn pairs + dates", b, a, d.dates, 0.0),
+        Method::shipped("hybrid, no turn pairs", 0.0, 0.0, d.dates, d.when),
+        Method::shipped("hybrid, pairs before 0.3", 0.3, 0.0, d.dates, d.when),
+        Method::shipped("hybrid, pairs before 0.5", 0.5, 0.0, d.dates, d.when),
+        Method::shipped(
+            "hybrid, pairs before 0.3 after 0.2",
+            0.3,
+            0.2,
+            d.dates,
+            d.when,
+        ),
+        Method::shipped("hybrid, dates at half weight", b, a, 0.5 * d.dates, d.when),
+        Method::shipped("hybrid, when at 0.1", b, a, d.dates, 0.1),
+        Method::shipped("hybrid, when at 0.3", b, a, d.dates, 0.3),
+        fts_pairs("fts pairs", b, a, 0.0, 0.0),
+        fts_pairs("fts pairs + time", b, a, d.dates, d.when),
+        fts_pairs("fts + time", 0.0, 0.0, d.dates, d.when),
         prf("fts prf 0.2", Weights::FTS_ONLY, 0.2),
         prf("fts prf 0.4", Weights::FTS_ONLY, 0.4),
         prf("hybrid prf 0.1", d.weights, 0.1),
@@ -502,6 +551,10 @@ pub fn evaluate(
                 q.context = m.context;
                 q.neighbour = m.neighbour;
                 q.prf = m.prf;
+                q.turn_before = m.turn_before;
+                q.turn_after = m.turn_after;
+                q.dates = m.dates;
+                q.when = m.when;
                 let t = Instant::now();
                 let r = match m.neighbours {
                     None => personkit_search::query(conn, &indexes, embedder, &q)?,

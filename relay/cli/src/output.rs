@@ -86,6 +86,8 @@ fn why(s: Signal) -> &'static str {
         Signal::Entity => "entity",
         Signal::Recency => "recent",
         Signal::Context => "after a match",
+        Signal::Date => "on the date asked",
+        Signal::When => "says when",
     }
 }
 

@@ -16,6 +16,10 @@ pub enum Signal {
     Recency,
     /// Not a list of its own: the turn right before this one in its thread matched ([`crate::Query::context`]).
     Context,
+    /// The message is from a date the question names ([`crate::when`]).
+    Date,
+    /// The question asks when, and the message says when ([`crate::when`]).
+    When,
 }
 
 impl Signal {
@@ -26,6 +30,8 @@ impl Signal {
             Signal::Entity => "entity",
             Signal::Recency => "recency",
             Signal::Context => "context",
+            Signal::Date => "date",
+            Signal::When => "when",
         }
     }
 }

@@ -15,8 +15,11 @@ pub mod fusion;
 pub mod health;
 pub mod index;
 pub mod indexer;
+pub mod pair;
 pub mod params;
+pub mod stem;
 pub mod text;
+pub mod when;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -126,6 +129,14 @@ pub struct Query {
     /// Pseudo-relevance feedback for the full-text signal (0: off): the [`PRF_TERMS`] words that best mark the
     /// first [`PRF_DOCS`] full-text hits are searched as a second query, whose scores count at this weight.
     pub prf: f64,
+    /// Full-text scores of messages as if the turn before each were part of it at this weight (0: off), and
+    /// the turn after it at [`Query::turn_after`] ([`pair`]).
+    pub turn_before: f64,
+    pub turn_after: f64,
+    /// Scale of the signal of dates named in the question (0: off; 1: the weights of [`when::Mention::weight`]).
+    pub dates: f64,
+    /// Weight of the signal that, for a question asking when, marks candidates that say when (0: off).
+    pub when: f64,
 }
 
 impl Query {
@@ -147,6 +158,10 @@ impl Query {
             context: CONTEXT,
             neighbour: NEIGHBOUR,
             prf: PRF,
+            turn_before: TURN_BEFORE,
+            turn_after: TURN_AFTER,
+            dates: DATES,
+            when: WHEN,
         }
     }
 }
@@ -157,6 +172,14 @@ pub const CONTEXT: f64 = 0.0;
 pub const NEIGHBOUR: f64 = 0.0;
 /// The shipped [`Query::prf`] (BENCHMARKS.md, "Retrieval").
 pub const PRF: f64 = 0.0;
+/// The shipped [`Query::turn_before`] and [`Query::turn_after`] (BENCHMARKS.md, "Retrieval"; chosen on the dev
+/// split).
+pub const TURN_BEFORE: f64 = 0.5;
+pub const TURN_AFTER: f64 = 0.2;
+/// The shipped [`Query::dates`].
+pub const DATES: f64 = 1.0;
+/// The shipped [`Query::when`] (chosen on the dev split).
+pub const WHEN: f64 = 0.2;
 /// Feedback documents: the first full-text hits whose words expand the query.
 pub const PRF_DOCS: usize = 3;
 /// Words added by feedback.
@@ -234,6 +257,16 @@ impl<R: SearchReader + ?Sized> Ctx<'_, R> {
         Ok(self.meta.get(&key).and_then(|m| m.as_ref()))
     }
 
+    /// True when the query has no filter: every current row passes.
+    fn unfiltered(&self) -> bool {
+        let q = self.q;
+        q.surface.is_none()
+            && q.threads.is_empty()
+            && q.role.is_none()
+            && q.since.is_none()
+            && q.until.is_none()
+    }
+
     /// True when the row exists, is current and passes every filter.
     fn passes(&mut self, key: Key) -> Result<bool, SearchError> {
         let q = self.q;
@@ -305,8 +338,14 @@ fn merge_by_score(mut a: Vec<(Key, f64)>, b: Vec<(Key, f64)>) -> Vec<(Key, f64)>
 fn fts_signal<R: SearchReader + ?Sized>(
     ctx: &mut Ctx<'_, R>,
     expr: &str,
+    words: Option<&[String]>,
 ) -> Result<Vec<(Key, f64)>, SearchError> {
     let mut all = fts_pass(ctx, expr)?;
+    if let Some(words) = words
+        && (ctx.q.turn_before > 0.0 || ctx.q.turn_after > 0.0)
+    {
+        all = with_turn_pairs(ctx, all, words)?;
+    }
     if ctx.q.prf > 0.0 {
         all = with_feedback(ctx, all)?;
     }
@@ -421,6 +460,117 @@ fn add_scores(mut list: Vec<(Key, f64)>, gains: Vec<(Key, f64)>) -> Vec<(Key, f6
     }
     list.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
     list
+}
+
+/// Full-text scores of turn pairs ([`pair`]): every message found, and the message right after each (when it
+/// passes the filters), is scored as if the turn before it were part of it at [`Query::turn_before`] and the
+/// turn after it at [`Query::turn_after`], with each word's IDF read back from FTS5's own scores of the messages
+/// found. Events keep their scores. Costs one read of the order of each thread found (its messages' pks and
+/// ordinals) and one content read per neighbour (BENCHMARKS.md, "Turn pairs": a few ms a query at 10^6 messages).
+fn with_turn_pairs<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    list: Vec<(Key, f64)>,
+    words: &[String],
+) -> Result<Vec<(Key, f64)>, SearchError> {
+    let Some((rows, avg_len)) = ctx.reader.fts_totals(Kind::Message)? else {
+        return Ok(list);
+    };
+    let terms = pair::Terms::of(words);
+    type Scored = Vec<(Key, f64)>;
+    let (found, mut out): (Scored, Scored) = list
+        .into_iter()
+        .partition(|(k, _)| kind_of(*k) == Kind::Message);
+    if terms.is_empty() || found.is_empty() {
+        out.extend(found);
+        out.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+        return Ok(out);
+    }
+    let (w_before, w_after) = (ctx.q.turn_before, ctx.q.turn_after);
+    // Term counts by pk, for the messages found, the turns after them and the neighbours of both.
+    let mut counts: HashMap<i64, pair::Counts> = HashMap::new();
+    for (k, _) in &found {
+        let c = ctx
+            .load(*k)?
+            .map(|m| pair::Counts::of(&m.content, &terms))
+            .unwrap_or_default();
+        counts.insert(k.1, c);
+    }
+    let scored: Vec<(f64, &pair::Counts)> = found
+        .iter()
+        .filter_map(|(k, s)| counts.get(&k.1).map(|c| (*s, c)))
+        .collect();
+    let idf = pair::idf_from_scores(terms.len(), &scored, avg_len);
+    // A word no message found contains: as rare as the rarest word seen.
+    let rarest = idf.iter().flatten().copied().fold(0.0f64, f64::max);
+    let texts = 1.0 + f64::from(u8::from(w_before > 0.0)) + f64::from(u8::from(w_after > 0.0));
+    let idf: Vec<f64> = idf
+        .into_iter()
+        .map(|i| pair::spread_idf(i.unwrap_or(rarest), rows, texts))
+        .collect();
+    let avg_pair = avg_len * texts;
+    // The messages found and the turn right after each (a reply whose own words did not match), with the pk of
+    // the turn before and after every one of them, from one read of each thread's order.
+    let mut orders: HashMap<String, pair::ThreadOrder> = HashMap::new();
+    let mut pool: Vec<i64> = Vec::new();
+    let mut pooled: HashSet<i64> = found.iter().map(|(k, _)| k.1).collect();
+    let mut before: HashMap<i64, Option<i64>> = HashMap::new();
+    let mut after: HashMap<i64, Option<i64>> = HashMap::new();
+    for (k, _) in &found {
+        let Some(thread) = ctx.load(*k)?.and_then(|m| m.thread_id.clone()) else {
+            continue;
+        };
+        if !orders.contains_key(&thread) {
+            let rows = ctx.reader.thread_order(&thread)?;
+            orders.insert(thread.clone(), pair::ThreadOrder::new(rows));
+        }
+        let order = &orders[&thread];
+        let next = order.after(k.1);
+        before.insert(k.1, order.before(k.1));
+        after.insert(k.1, next);
+        pool.push(k.1);
+        if let Some(n) = next {
+            before.insert(n, Some(k.1));
+            after.entry(n).or_insert_with(|| order.after(n));
+            // The thread's order lists current messages only, so without filters there is nothing to check.
+            if !pooled.contains(&n) && (ctx.unfiltered() || ctx.passes(key(Kind::Message, n))?) {
+                pooled.insert(n);
+                pool.push(n);
+            }
+        }
+    }
+    let mut needed: Vec<i64> = pool.clone();
+    for &pk in &pool {
+        if w_before > 0.0 {
+            needed.extend(before.get(&pk).copied().flatten());
+        }
+        if w_after > 0.0 {
+            needed.extend(after.get(&pk).copied().flatten());
+        }
+    }
+    for pk in needed {
+        if let std::collections::hash_map::Entry::Vacant(e) = counts.entry(pk) {
+            let text = ctx.reader.content_of(pk)?;
+            e.insert(
+                text.map(|t| pair::Counts::of(&t, &terms))
+                    .unwrap_or_default(),
+            );
+        }
+    }
+    let empty = pair::Counts::default();
+    let text = |pk: Option<&Option<i64>>| pk.copied().flatten().and_then(|p| counts.get(&p));
+    for pk in pool {
+        let p = pair::Pair {
+            turn: counts.get(&pk).unwrap_or(&empty),
+            before: text(before.get(&pk)).filter(|_| w_before > 0.0),
+            after: text(after.get(&pk)).filter(|_| w_after > 0.0),
+        };
+        let s = pair::score(&p, &idf, w_before, w_after, avg_pair);
+        if s > 0.0 {
+            out.push((key(Kind::Message, pk), s));
+        }
+    }
+    out.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    Ok(out)
 }
 
 /// Full-text scores with the turn before: the message right after each of the best `depth` messages gains
@@ -570,7 +720,7 @@ fn entity_signal<R: SearchReader + ?Sized>(
     let Some(expr) = text::fts_phrases(names) else {
         return Ok(Vec::new());
     };
-    fts_signal(ctx, &expr)
+    fts_signal(ctx, &expr, None)
 }
 
 /// Runs a query. `embedder` is `None` for the `none` kind (or when the caller wants no vector signal);
@@ -623,7 +773,9 @@ pub fn query<R: SearchReader + ?Sized>(
             })
         });
         let fts = match text::fts_match(&terms) {
-            Some(expr) if q.weights.fts > 0.0 => fts_signal(&mut ctx, &expr).map(Some),
+            Some(expr) if q.weights.fts > 0.0 => {
+                fts_signal(&mut ctx, &expr, Some(&terms)).map(Some)
+            }
             _ => Ok(None),
         };
         let vector = job.map(|h| {
@@ -652,6 +804,7 @@ pub fn query<R: SearchReader + ?Sized>(
             items: vector_signal(&mut ctx, indexes, e, &qv, prefetched)?,
         });
     }
+    time_signals(&mut ctx, &mut lists)?;
     if q.weights.entity > 0.0 {
         let names = entity_names(reader, q)?;
         if !names.is_empty() {
@@ -723,6 +876,62 @@ pub fn query<R: SearchReader + ?Sized>(
         signals_used,
         hits,
     })
+}
+
+/// The signals of time in the question ([`when`]), over the candidates the other signals found: the messages
+/// from a date the question names, and, for a question asking when, the messages that say when.
+fn time_signals<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    lists: &mut Vec<fusion::Ranked<Key>>,
+) -> Result<(), SearchError> {
+    let q = ctx.q;
+    let mentions = if q.dates > 0.0 {
+        when::mentions(&q.text)
+    } else {
+        Vec::new()
+    };
+    let asks_when = q.when > 0.0 && when::asks_when(&q.text);
+    if mentions.is_empty() && !asks_when {
+        return Ok(());
+    }
+    let mut pool: Vec<Key> = lists
+        .iter()
+        .flat_map(|l| l.items.iter().map(|(k, _)| *k))
+        .collect();
+    pool.sort();
+    pool.dedup();
+    let mut dated = Vec::new();
+    let mut telling = Vec::new();
+    for k in pool {
+        let Some(m) = ctx.load(k)? else { continue };
+        let at = m.occurred_at.as_deref().unwrap_or_default();
+        if mentions.iter().any(|d| d.covers(at)) {
+            dated.push((k, 1.0));
+        }
+        if asks_when && when::says_when(&m.content) {
+            telling.push((k, 1.0));
+        }
+    }
+    let weight = mentions
+        .iter()
+        .map(when::Mention::weight)
+        .fold(0.0, f64::max)
+        * q.dates;
+    if !dated.is_empty() {
+        lists.push(fusion::Ranked {
+            signal: Signal::Date,
+            weight,
+            items: dated,
+        });
+    }
+    if !telling.is_empty() {
+        lists.push(fusion::Ranked {
+            signal: Signal::When,
+            weight: q.when,
+            items: telling,
+        });
+    }
+    Ok(())
 }
 
 /// The message right after each of the best fused messages gains [`Query::context`] × that message's score (and

@@ -637,6 +637,8 @@ fn the_turn_after_a_match_gains_its_share() {
         let mut q = Query::new("sourdough bread");
         q.weights = search::Weights::FTS_ONLY;
         q.context = context;
+        q.turn_before = 0.0;
+        q.turn_after = 0.0;
         search::query(&conn, &Indexes::new(), None, &q).unwrap()
     };
     let without = run(0.0);
@@ -656,6 +658,8 @@ fn the_turn_after_a_match_gains_its_share() {
     let mut q = Query::new("sourdough bread");
     q.weights = search::Weights::FTS_ONLY;
     q.context = 0.3;
+    q.turn_before = 0.0;
+    q.turn_after = 0.0;
     q.role = Some("user".into());
     let r = search::query(&conn, &Indexes::new(), None, &q).unwrap();
     assert_eq!(r.hits.len(), 1, "{:?}", r.hits);
@@ -674,6 +678,8 @@ fn the_reply_to_a_match_gains_a_share_of_its_full_text_score() {
         let mut q = Query::new("glaze stoneware");
         q.weights = search::Weights::FTS_ONLY;
         q.neighbour = neighbour;
+        q.turn_before = 0.0;
+        q.turn_after = 0.0;
         q.role = role.map(str::to_owned);
         search::query(&conn, &Indexes::new(), None, &q).unwrap()
     };
@@ -738,6 +744,127 @@ fn feedback_finds_turns_through_the_words_of_the_best_hits() {
 }
 
 /// A corpus holding these Claude turns (conversation, role, text, ordinal), all captured at one time.
+/// The shipped full-text signal scores a reply together with the turn it answers: an answer that repeats none
+/// of the question's words is found, as a full-text hit, below the question; with the pairs off it is not; a
+/// filter still applies to it; and a reply is not credited with words of another thread.
+#[test]
+fn a_reply_is_found_through_the_turn_it_answers() {
+    let (_dir, conn) = claude_corpus(&[
+        ("a", Role::User, "How long have you kept the turtles?", 0),
+        (
+            "a",
+            Role::Assistant,
+            "Three years now, and they still make me smile.",
+            1,
+        ),
+        ("b", Role::User, "Turtles need a lamp for warmth.", 0),
+        ("b", Role::Assistant, "Also a filter for the tank water.", 1),
+        ("c", Role::User, "Nothing about reptiles here.", 0),
+        ("c", Role::Assistant, "Three years of piano lessons.", 1),
+    ]);
+    let run = |before: f64, after: f64, role: Option<&str>| {
+        let mut q = Query::new("how long kept turtles");
+        q.weights = search::Weights::FTS_ONLY;
+        q.turn_before = before;
+        q.turn_after = after;
+        q.role = role.map(str::to_owned);
+        search::query(&conn, &Indexes::new(), None, &q).unwrap()
+    };
+    let contents = |r: &search::QueryResult| -> Vec<String> {
+        r.hits.iter().map(|h| h.row.content.clone()).collect()
+    };
+    let alone = contents(&run(0.0, 0.0, None));
+    assert!(
+        !alone.iter().any(|c| c.starts_with("Three years now")),
+        "{alone:?}"
+    );
+    let with = run(search::TURN_BEFORE, search::TURN_AFTER, None);
+    let got = contents(&with);
+    let question = got
+        .iter()
+        .position(|c| c.contains("kept the turtles"))
+        .unwrap();
+    let answer = got
+        .iter()
+        .position(|c| c.starts_with("Three years now"))
+        .unwrap_or_else(|| panic!("the answer is found: {got:?}"));
+    assert!(question < answer, "{got:?}");
+    assert_eq!(with.hits[answer].matched_via, vec![Signal::Fts]);
+    assert!(!got.iter().any(|c| c.contains("piano")), "{got:?}");
+    // The turn after the tank question does not match "turtles" itself but follows a turn that does.
+    assert!(got.iter().any(|c| c.contains("tank water")), "{got:?}");
+    let users = contents(&run(search::TURN_BEFORE, search::TURN_AFTER, Some("user")));
+    assert!(
+        !users.iter().any(|c| c.starts_with("Three years")),
+        "{users:?}"
+    );
+}
+
+/// A date named in the question lifts the messages from that date; a question asking when lifts the candidates
+/// that say when. Off, the better word match wins.
+#[test]
+fn dates_and_when_questions_use_the_time_of_the_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
+    let client = ClientInfo {
+        app_version: "test".into(),
+        device_id: "test-device".into(),
+    };
+    let turns = [
+        (
+            "spring",
+            "I baked bread, bread and more bread with the kids",
+            "2023-05-03T18:00:00.000Z",
+        ),
+        ("summer", "Baked a peach pie", "2023-07-09T18:00:00.000Z"),
+        (
+            "autumn",
+            "The kids and I baked cookies yesterday, then we cleaned the kitchen, walked the dog and read until late",
+            "2023-10-01T18:00:00.000Z",
+        ),
+    ];
+    let obs: Vec<_> = turns
+        .iter()
+        .map(|(conv, text, at)| {
+            let mut o = build_observation(
+                "browser-ext:claude",
+                conv,
+                Role::User,
+                text,
+                Some(0),
+                None,
+                "2026-05-01T10:00:00Z",
+                client.clone(),
+            );
+            o.turn.occurred_at = Some((*at).into());
+            o
+        })
+        .collect();
+    let origin = Origin {
+        device_id: "test-device".into(),
+    };
+    ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
+    let first = |text: &str, dates: f64, when: f64| {
+        let mut q = Query::new(text);
+        q.dates = dates;
+        q.when = when;
+        let r = search::query(&conn, &Indexes::new(), None, &q).unwrap();
+        (r.hits[0].row.content.clone(), r.hits[0].matched_via.clone())
+    };
+    let (top, via) = first("What did the kids bake on 9 July, 2023?", 1.0, 0.0);
+    assert!(top.contains("peach"), "{top}");
+    assert!(via.contains(&Signal::Date), "{via:?}");
+    let (top, _) = first("What did the kids bake on 9 July, 2023?", 0.0, 0.0);
+    assert!(!top.contains("peach"), "{top}");
+    let (top, _) = first("What did we bake in July 2023?", 1.0, 0.0);
+    assert!(top.contains("peach"), "{top}");
+    let (top, via) = first("When did the kids bake?", 0.0, search::WHEN);
+    assert!(top.contains("yesterday"), "{top}");
+    assert!(via.contains(&Signal::When), "{via:?}");
+    let (top, _) = first("When did the kids bake?", 0.0, 0.0);
+    assert!(!top.contains("yesterday"), "{top}");
+}
+
 fn claude_corpus(turns: &[(&str, Role, &str, u32)]) -> (tempfile::TempDir, rusqlite::Connection) {
     let dir = tempfile::tempdir().unwrap();
     let mut conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();

@@ -67,6 +67,18 @@ impl SearchReader for NeighbourFts<'_> {
         self.conn.next_in_thread(pk)
     }
 
+    fn thread_order(&self, thread_id: &str) -> Result<Vec<(i64, Option<i64>)>, DbError> {
+        self.conn.thread_order(thread_id)
+    }
+
+    fn content_of(&self, pk: i64) -> Result<Option<String>, DbError> {
+        self.conn.content_of(pk)
+    }
+
+    fn fts_totals(&self, kind: Kind) -> Result<Option<(f64, f64)>, DbError> {
+        self.conn.fts_totals(kind)
+    }
+
     fn entities_named(&self, phrase: &str) -> Result<Vec<String>, DbError> {
         self.conn.entities_named(phrase)
     }

@@ -48,6 +48,14 @@ pub trait SearchReader {
     /// The current message right after message `pk` in its thread (by ordinal when it has one, else as stored):
     /// the order in which `vectors::pending_with` finds a message's previous turn.
     fn next_in_thread(&self, pk: i64) -> Result<Option<i64>, DbError>;
+    /// The current messages of a thread: `(pk, ordinal)`, in no particular order (the caller orders them the way
+    /// [`SearchReader::next_in_thread`] does).
+    fn thread_order(&self, thread_id: &str) -> Result<Vec<(i64, Option<i64>)>, DbError>;
+    /// The content of a current message.
+    fn content_of(&self, pk: i64) -> Result<Option<String>, DbError>;
+    /// The row count and the average row length in tokens of `kind`'s FTS index, as `bm25()` uses them (FTS5's
+    /// averages record); `None` for an empty index.
+    fn fts_totals(&self, kind: Kind) -> Result<Option<(f64, f64)>, DbError>;
     /// Ids of the entities whose name or an alias is `phrase` (case-insensitive).
     fn entities_named(&self, phrase: &str) -> Result<Vec<String>, DbError>;
     /// The name and aliases of an entity.
@@ -85,6 +93,34 @@ pub trait SearchReader {
         dim: usize,
         f: &mut dyn FnMut(i64, &[f32]),
     ) -> Result<(), DbError>;
+}
+
+/// FTS5's averages record (row 1 of `<table>_data`): a varint row count, then per column a varint token total.
+/// Returns the rows and the average tokens per row over all columns.
+fn fts_averages(block: &[u8]) -> Option<(f64, f64)> {
+    let (rows, mut at) = varint(block)?;
+    let mut tokens = 0u64;
+    while at < block.len() {
+        let (n, used) = varint(&block[at..])?;
+        tokens = tokens.saturating_add(n);
+        at += used;
+    }
+    (rows > 0).then(|| (rows as f64, tokens as f64 / rows as f64))
+}
+
+/// SQLite's varint: big-endian groups of 7 bits while the high bit is set, the ninth byte whole.
+fn varint(b: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, byte) in b.iter().enumerate().take(9) {
+        if i == 8 {
+            return Some(((v << 8) | u64::from(*byte), 9));
+        }
+        v = (v << 7) | u64::from(byte & 0x7f);
+        if byte & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
 }
 
 fn fts_table(kind: Kind) -> &'static str {
@@ -145,6 +181,34 @@ impl SearchReader for Connection {
             .query_row([pk], |r| r.get::<_, Option<i64>>(0))
             .optional()?
             .flatten())
+    }
+
+    fn thread_order(&self, thread_id: &str) -> Result<Vec<(i64, Option<i64>)>, DbError> {
+        Ok(self
+            .prepare_cached(
+                "SELECT pk, ordinal FROM messages WHERE thread_id = ?1 AND is_current = 1",
+            )?
+            .query_map([thread_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?)
+    }
+
+    fn content_of(&self, pk: i64) -> Result<Option<String>, DbError> {
+        Ok(self
+            .prepare_cached("SELECT content FROM messages WHERE pk = ?1 AND is_current = 1")?
+            .query_row([pk], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn fts_totals(&self, kind: Kind) -> Result<Option<(f64, f64)>, DbError> {
+        let sql = match kind {
+            Kind::Message => "SELECT block FROM messages_fts_data WHERE id = 1",
+            Kind::Event => "SELECT block FROM events_fts_data WHERE id = 1",
+        };
+        let block: Option<Vec<u8>> = self
+            .prepare_cached(sql)?
+            .query_row([], |r| r.get(0))
+            .optional()?;
+        Ok(block.as_deref().and_then(fts_averages))
     }
 
     fn row_meta(&self, kind: Kind, pk: i64) -> Result<Option<RowMeta>, DbError> {
@@ -340,4 +404,19 @@ pub fn fts_probe(
         .prepare_cached(&sql)?
         .query_map(params![expr, limit as i64], |r| r.get(0))?
         .collect::<Result<_, _>>()?)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn averages_record_varints() {
+        // 3 rows; 200 tokens (two-byte varint 0x81 0x48) in one column.
+        assert_eq!(fts_averages(&[3, 0x81, 0x48]), Some((3.0, 200.0 / 3.0)));
+        assert_eq!(fts_averages(&[0]), None);
+        assert_eq!(fts_averages(&[0x81]), None);
+        assert_eq!(varint(&[0xff; 9]), Some((u64::MAX, 9)));
+    }
 }
