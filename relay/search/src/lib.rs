@@ -334,7 +334,8 @@ fn merge_by_score(mut a: Vec<(Key, f64)>, b: Vec<(Key, f64)>) -> Vec<(Key, f64)>
 }
 
 /// FTS5 candidates ([`SearchReader::fts`]), filters applied afterwards; when filters drop too many, a second
-/// pass inside the chosen threads. Scores are `-bm25` (higher is better).
+/// pass inside the chosen threads. Scores are `-bm25` (higher is better). With `words` (the query's words; `None`
+/// for a phrase query such as entity names) messages are scored as turn pairs ([`with_turn_pairs`]).
 fn fts_signal<R: SearchReader + ?Sized>(
     ctx: &mut Ctx<'_, R>,
     expr: &str,
