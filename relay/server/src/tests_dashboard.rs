@@ -602,6 +602,15 @@ async fn overview_shows_lights_counts_and_search_says_why() {
     let page = text(&s);
     assert!(page.contains("<mark>lentil</mark>"), "{page}");
     assert!(page.contains("Matched by its words"), "{page}");
+    // A date in the question is a reason of its own.
+    let s = get_with(
+        &h,
+        "/search?q=lentil+soup+on+22+November%2C+2026",
+        &[("cookie", &cookie)],
+    )
+    .await;
+    let page = text(&s);
+    assert!(page.contains("its date, the one asked about"), "{page}");
     let bad = get_with(&h, "/search?q=x&role=robot", &[("cookie", &cookie)]).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     let unknown = get_with(&h, "/threads?bogus=1", &[("cookie", &cookie)]).await;
