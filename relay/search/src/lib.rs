@@ -466,7 +466,8 @@ fn add_scores(mut list: Vec<(Key, f64)>, gains: Vec<(Key, f64)>) -> Vec<(Key, f6
 /// Full-text scores of turn pairs ([`pair`]): every message found, and the message right after each (when it
 /// passes the filters), is scored as if the turn before it were part of it at [`Query::turn_before`] and the
 /// turn after it at [`Query::turn_after`], with each word's IDF read back from FTS5's own scores of the messages
-/// found. Events keep their scores. Costs one read of the order of each thread found (its messages' pks and
+/// found. Events keep their scores; a query of more than [`pair::MAX_TERMS`] words keeps the plain scores. Costs
+/// one read of the order of each thread found (its messages' pks and
 /// ordinals) and one content read per neighbour (BENCHMARKS.md, "Turn pairs": a few ms a query at 10^6 messages).
 fn with_turn_pairs<R: SearchReader + ?Sized>(
     ctx: &mut Ctx<'_, R>,
@@ -478,23 +479,42 @@ fn with_turn_pairs<R: SearchReader + ?Sized>(
     };
     let terms = pair::Terms::of(words);
     type Scored = Vec<(Key, f64)>;
-    let (found, mut out): (Scored, Scored) = list
+    let (found, events): (Scored, Scored) = list
         .into_iter()
         .partition(|(k, _)| kind_of(*k) == Kind::Message);
-    if terms.is_empty() || found.is_empty() {
-        out.extend(found);
-        out.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-        return Ok(out);
+    if terms.is_empty() || terms.len() > pair::MAX_TERMS || found.is_empty() {
+        return Ok(merge_by_score(events, found));
     }
     let (w_before, w_after) = (ctx.q.turn_before, ctx.q.turn_after);
-    // Term counts by pk, for the messages found, the turns after them and the neighbours of both.
+    // Term counts by pk: of the messages found, then of the turns after them and the neighbours of both.
     let mut counts: HashMap<i64, pair::Counts> = HashMap::new();
+    // The messages found and the turn right after each (a reply whose own words did not match), each with the
+    // turns before and after it, from one read of each thread's order: `(pk, before, after)`.
+    let mut pool: Vec<(i64, Option<i64>, Option<i64>)> = Vec::new();
+    let mut pooled: HashSet<i64> = found.iter().map(|(k, _)| k.1).collect();
+    let mut orders: HashMap<String, pair::ThreadOrder> = HashMap::new();
     for (k, _) in &found {
-        let c = ctx
-            .load(*k)?
-            .map(|m| pair::Counts::of(&m.content, &terms))
-            .unwrap_or_default();
-        counts.insert(k.1, c);
+        let Some(m) = ctx.load(*k)? else { continue };
+        counts.insert(k.1, pair::Counts::of(&m.content, &terms));
+        let Some(thread) = m.thread_id.clone() else {
+            pool.push((k.1, None, None));
+            continue;
+        };
+        if !orders.contains_key(&thread) {
+            let rows = ctx.reader.thread_order(&thread)?;
+            orders.insert(thread.clone(), pair::ThreadOrder::new(rows));
+        }
+        let order = &orders[&thread];
+        let next = order.after(k.1);
+        pool.push((k.1, order.before(k.1), next));
+        // The thread's order lists current messages only, so without filters there is nothing to check.
+        if let Some(n) = next
+            && !pooled.contains(&n)
+            && (ctx.unfiltered() || ctx.passes(key(Kind::Message, n))?)
+        {
+            pooled.insert(n);
+            pool.push((n, order.before(n), order.after(n)));
+        }
     }
     let scored: Vec<(f64, &pair::Counts)> = found
         .iter()
@@ -509,69 +529,32 @@ fn with_turn_pairs<R: SearchReader + ?Sized>(
         .map(|i| pair::spread_idf(i.unwrap_or(rarest), rows, texts))
         .collect();
     let avg_pair = avg_len * texts;
-    // The messages found and the turn right after each (a reply whose own words did not match), with the pk of
-    // the turn before and after every one of them, from one read of each thread's order.
-    let mut orders: HashMap<String, pair::ThreadOrder> = HashMap::new();
-    let mut pool: Vec<i64> = Vec::new();
-    let mut pooled: HashSet<i64> = found.iter().map(|(k, _)| k.1).collect();
-    let mut before: HashMap<i64, Option<i64>> = HashMap::new();
-    let mut after: HashMap<i64, Option<i64>> = HashMap::new();
-    for (k, _) in &found {
-        let Some(thread) = ctx.load(*k)?.and_then(|m| m.thread_id.clone()) else {
-            continue;
-        };
-        if !orders.contains_key(&thread) {
-            let rows = ctx.reader.thread_order(&thread)?;
-            orders.insert(thread.clone(), pair::ThreadOrder::new(rows));
-        }
-        let order = &orders[&thread];
-        let next = order.after(k.1);
-        before.insert(k.1, order.before(k.1));
-        after.insert(k.1, next);
-        pool.push(k.1);
-        if let Some(n) = next {
-            before.insert(n, Some(k.1));
-            after.entry(n).or_insert_with(|| order.after(n));
-            // The thread's order lists current messages only, so without filters there is nothing to check.
-            if !pooled.contains(&n) && (ctx.unfiltered() || ctx.passes(key(Kind::Message, n))?) {
-                pooled.insert(n);
-                pool.push(n);
+    let before = |b: Option<i64>| b.filter(|_| w_before > 0.0);
+    let after = |a: Option<i64>| a.filter(|_| w_after > 0.0);
+    for &(pk, b, a) in &pool {
+        for p in [Some(pk), before(b), after(a)].into_iter().flatten() {
+            if let std::collections::hash_map::Entry::Vacant(e) = counts.entry(p) {
+                let text = ctx.reader.content_of(p)?;
+                e.insert(
+                    text.map(|t| pair::Counts::of(&t, &terms))
+                        .unwrap_or_default(),
+                );
             }
         }
     }
-    let mut needed: Vec<i64> = pool.clone();
-    for &pk in &pool {
-        if w_before > 0.0 {
-            needed.extend(before.get(&pk).copied().flatten());
-        }
-        if w_after > 0.0 {
-            needed.extend(after.get(&pk).copied().flatten());
-        }
-    }
-    for pk in needed {
-        if let std::collections::hash_map::Entry::Vacant(e) = counts.entry(pk) {
-            let text = ctx.reader.content_of(pk)?;
-            e.insert(
-                text.map(|t| pair::Counts::of(&t, &terms))
-                    .unwrap_or_default(),
-            );
-        }
-    }
-    let empty = pair::Counts::default();
-    let text = |pk: Option<&Option<i64>>| pk.copied().flatten().and_then(|p| counts.get(&p));
-    for pk in pool {
-        let p = pair::Pair {
-            turn: counts.get(&pk).unwrap_or(&empty),
-            before: text(before.get(&pk)).filter(|_| w_before > 0.0),
-            after: text(after.get(&pk)).filter(|_| w_after > 0.0),
-        };
-        let s = pair::score(&p, &idf, w_before, w_after, avg_pair);
-        if s > 0.0 {
-            out.push((key(Kind::Message, pk), s));
-        }
-    }
-    out.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
-    Ok(out)
+    let pairs: Scored = pool
+        .iter()
+        .filter_map(|&(pk, b, a)| {
+            let p = pair::Pair {
+                turn: counts.get(&pk)?,
+                before: before(b).and_then(|b| counts.get(&b)),
+                after: after(a).and_then(|a| counts.get(&a)),
+            };
+            let s = pair::score(&p, &idf, w_before, w_after, avg_pair);
+            (s > 0.0).then_some((key(Kind::Message, pk), s))
+        })
+        .collect();
+    Ok(merge_by_score(events, pairs))
 }
 
 /// Full-text scores with the turn before: the message right after each of the best `depth` messages gains

@@ -17,6 +17,9 @@
 /// FTS5's `bm25()` constants.
 pub const K1: f64 = 1.2;
 pub const B: f64 = 0.75;
+/// Queries with more distinct words than this are not scored as pairs: recovering the IDFs solves a system as large
+/// as the word count (cubic time), and a question has far fewer content words.
+pub const MAX_TERMS: usize = 32;
 /// FTS5's floor for a word in more than half the rows.
 const MIN_IDF: f64 = 1e-6;
 

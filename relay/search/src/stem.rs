@@ -158,7 +158,9 @@ fn step1c(w: &mut [u8]) {
 }
 
 /// Replaces the first listed suffix `w` ends with (and is longer than) when the stem before it has m > `min_m`;
-/// later suffixes are not tried once one matched.
+/// later suffixes are not tried once one matched. (The C reference and SQLite first pick a group of rules by the
+/// word's second-to-last letter; two suffixes that both end a word share that letter, so the first match over
+/// the whole ordered list is the same rule.)
 fn first_rule(w: &mut Vec<u8>, rules: &[(&str, &str)], min_m: usize) {
     for (suffix, with) in rules {
         if let Some(stem) = stem_of(w, suffix) {
@@ -194,7 +196,7 @@ fn step2(w: &mut Vec<u8>) {
         ("iviti", "ive"),
         ("biliti", "ble"),
     ];
-    first_rule_by_group(w, RULES, 0);
+    first_rule(w, RULES, 0);
 }
 
 fn step3(w: &mut Vec<u8>) {
@@ -207,66 +209,25 @@ fn step3(w: &mut Vec<u8>) {
         ("ful", ""),
         ("ness", ""),
     ];
-    first_rule_by_group(w, RULES, 0);
+    first_rule(w, RULES, 0);
 }
 
 fn step4(w: &mut Vec<u8>) {
-    const RULES: &[(&str, &str)] = &[
-        ("al", ""),
-        ("ance", ""),
-        ("ence", ""),
-        ("er", ""),
-        ("ic", ""),
-        ("able", ""),
-        ("ible", ""),
-        ("ant", ""),
-        ("ement", ""),
-        ("ment", ""),
-        ("ent", ""),
-        ("ion", ""),
-        ("ou", ""),
-        ("ism", ""),
-        ("ate", ""),
-        ("iti", ""),
-        ("ous", ""),
-        ("ive", ""),
-        ("ize", ""),
+    const SUFFIXES: &[&str] = &[
+        "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion",
+        "ou", "ism", "ate", "iti", "ous", "ive", "ize",
     ];
     // "ion" needs the stem to end in s or t as well; the rest only m > 1.
-    let n = w.len();
-    if n >= 2 {
-        for (suffix, _) in RULES.iter().filter(|(s, _)| group(s) == w[n - 2]) {
-            if let Some(stem) = stem_of(w, suffix) {
-                let ok = measure(stem) > 1
-                    && (*suffix != "ion" || matches!(stem.last(), Some(b's' | b't')));
-                if ok {
-                    w.truncate(stem.len());
-                }
-                return;
+    for suffix in SUFFIXES {
+        if let Some(stem) = stem_of(w, suffix) {
+            let ok =
+                measure(stem) > 1 && (*suffix != "ion" || matches!(stem.last(), Some(b's' | b't')));
+            if ok {
+                w.truncate(stem.len());
             }
+            return;
         }
     }
-}
-
-/// The C reference (and SQLite) picks the rule group by the word's second-to-last letter, which for these
-/// suffixes is the suffix's own second-to-last letter; within a group the first suffix that matches wins.
-fn group(suffix: &str) -> u8 {
-    let b = suffix.as_bytes();
-    b[b.len() - 2]
-}
-
-fn first_rule_by_group(w: &mut Vec<u8>, rules: &[(&str, &str)], min_m: usize) {
-    let n = w.len();
-    if n < 2 {
-        return;
-    }
-    let penultimate = w[n - 2];
-    let in_group: Vec<(&str, &str)> = rules
-        .iter()
-        .copied()
-        .filter(|(s, _)| group(s) == penultimate)
-        .collect();
-    first_rule(w, &in_group, min_m);
 }
 
 fn step5(w: &mut Vec<u8>) {

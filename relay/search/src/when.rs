@@ -146,12 +146,14 @@ pub fn mentions(question: &str) -> Vec<Mention> {
     let toks = lex(question);
     let mut used = vec![false; toks.len()];
     let mut out = Vec::new();
-    let year_after = |i: usize| {
-        toks[i..].iter().find_map(|t| match t {
-            Tok::Year(y) => Some(*y),
-            _ => None,
-        })
-    };
+    // The first year named at or after each token (one pass, so a long question stays linear).
+    let mut year_after: Vec<Option<i32>> = vec![None; toks.len() + 1];
+    for i in (0..toks.len()).rev() {
+        year_after[i] = match toks[i] {
+            Tok::Year(y) => Some(y),
+            _ => year_after[i + 1],
+        };
+    }
     for i in 0..toks.len() {
         if used[i] {
             continue;
@@ -162,16 +164,13 @@ pub fn mentions(question: &str) -> Vec<Mention> {
             (Tok::Month(m), Some(Tok::Day(d))) => (*d, *m, i + 2),
             _ => continue,
         };
-        let year = match toks.get(next) {
-            Some(Tok::Year(y)) => {
-                used[next] = true;
-                Some(*y)
-            }
-            _ => year_after(next),
-        };
-        if let Some(m) = year.and_then(|y| day_span(y, month, day)) {
+        let year_next = matches!(toks.get(next), Some(Tok::Year(_)));
+        if let Some(m) = year_after[next].and_then(|y| day_span(y, month, day)) {
             used[i] = true;
             used[i + 1] = true;
+            if year_next {
+                used[next] = true;
+            }
             out.push(m);
         }
     }
@@ -221,7 +220,7 @@ pub fn mentions(question: &str) -> Vec<Mention> {
     out
 }
 
-/// Whether the question asks when something happened ("When did…", "What date…", "What time…").
+/// Whether the question asks when something happened ("When did…", "What date / day / month / year…").
 pub fn asks_when(question: &str) -> bool {
     let w = crate::text::words(question);
     match w.as_slice() {
@@ -330,7 +329,10 @@ mod tests {
         assert!(mentions("How many of the 3 turtles did Nate keep?").is_empty());
         assert!(mentions("Did she like May?").is_empty());
         assert!(mentions("What is 31 times 2?").is_empty());
-        assert!(mentions("Call me on 30 February, 2023").is_empty());
+        // Not a day, but the month is still named.
+        let m = mentions("Call me on 30 February, 2023");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].precision, Precision::Month);
         assert!(mentions("").is_empty());
     }
 

@@ -798,6 +798,18 @@ fn a_reply_is_found_through_the_turn_it_answers() {
         !users.iter().any(|c| c.starts_with("Three years")),
         "{users:?}"
     );
+    // A pasted wall of text (more distinct words than pairs are scored for, with dates and numbers mixed in) is
+    // searched with the plain full-text scores: the same hits as with pairs off, and no error.
+    let mut long: String = (0..5000).map(|i| format!("w{i} 1 may ")).collect();
+    long.push_str("kept turtles 2023");
+    let wall = |before: f64| {
+        let mut q = Query::new(long.clone());
+        q.weights = search::Weights::FTS_ONLY;
+        q.turn_before = before;
+        search::query(&conn, &Indexes::new(), None, &q).unwrap()
+    };
+    assert!(!wall(search::TURN_BEFORE).hits.is_empty());
+    assert_eq!(contents(&wall(search::TURN_BEFORE)), contents(&wall(0.0)));
 }
 
 /// A date named in the question lifts the messages from that date; a question asking when lifts the candidates
