@@ -610,7 +610,10 @@ async fn overview_shows_lights_counts_and_search_says_why() {
     )
     .await;
     let page = text(&s);
-    assert!(page.contains("its date, the one asked about"), "{page}");
+    assert!(
+        page.contains("Matched by its words (keyword rank 1), the date asked about"),
+        "{page}"
+    );
     let bad = get_with(&h, "/search?q=x&role=robot", &[("cookie", &cookie)]).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     let unknown = get_with(&h, "/threads?bogus=1", &[("cookie", &cookie)]).await;

@@ -679,8 +679,8 @@ fn why(hit: &personkit_search::Hit) -> String {
             "vector" => format!("its meaning (similarity {:.2}, rank {})", r.score, r.rank),
             "entity" => format!("a named entity (rank {})", r.rank),
             "recency" => format!("recency (rank {})", r.rank),
-            "date" => "its date, the one asked about".to_owned(),
-            "when" => "it says when, as asked".to_owned(),
+            "date" => "the date asked about".to_owned(),
+            "when" => "saying when (the question asks when)".to_owned(),
             other => format!("{other} (rank {})", r.rank),
         })
         .collect::<Vec<_>>()
