@@ -292,6 +292,14 @@ pub fn match_text(content: &str) -> String {
     words.join(" ")
 }
 
+/// The hash of a turn's words and role — [`match_text`] under [`crate::ids::content_hash`] — or `None` when the
+/// text has no words. Two renderings of one turn (the page's, the site's Markdown, an export's) share it, which is
+/// how a forgotten turn is recognised in a rendering it was never stored in.
+pub fn words_hash(role: Role, content: &str) -> Option<String> {
+    let text = match_text(content);
+    (!text.is_empty()).then(|| crate::ids::content_hash(&text, role))
+}
+
 /// A line that stands for something the page renders as other than text: `[image]`, `[image: alt]`, `[audio]`,
 /// `[audio/video]`, `[file]`, `[file: name]`, `[unsupported: what]` (the placeholders the parsers and the DOM
 /// renderer write).

@@ -5,18 +5,20 @@ use std::sync::{Arc, Mutex};
 
 use personkit_embed::SharedEmbedder;
 use personkit_search::Indexes;
+use personkit_store::budget::{self, Budget, READ_BUDGET};
 use personkit_store::clock::Clock;
 use personkit_store::{Connection, Db, DbError};
 
 /// Runs a closure on a connection that reads the corpus.
 pub trait ReadAccess: Send + Sync + std::fmt::Debug + 'static {
-    fn with_reader(&self, f: &mut dyn FnMut(&Connection)) -> Result<(), DbError>;
+    /// Runs `f` with its statements stopped once `budget` is spent.
+    fn with_reader(&self, budget: &Budget, f: &mut dyn FnMut(&Connection)) -> Result<(), DbError>;
 }
 
 /// The server's pool: each call borrows a reader.
 impl ReadAccess for Db {
-    fn with_reader(&self, f: &mut dyn FnMut(&Connection)) -> Result<(), DbError> {
-        self.read(|c| -> Result<(), DbError> {
+    fn with_reader(&self, budget: &Budget, f: &mut dyn FnMut(&Connection)) -> Result<(), DbError> {
+        self.read_within(budget, |c| -> Result<(), DbError> {
             f(c);
             Ok(())
         })
@@ -34,13 +36,13 @@ impl SingleReader {
 }
 
 impl ReadAccess for SingleReader {
-    fn with_reader(&self, f: &mut dyn FnMut(&Connection)) -> Result<(), DbError> {
+    fn with_reader(&self, budget: &Budget, f: &mut dyn FnMut(&Connection)) -> Result<(), DbError> {
         // A panic in a read leaves nothing half-written (reads write nothing), so a poisoned lock is usable.
         let conn = self
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&conn);
+        budget::within(&conn, budget, |c| f(c));
         Ok(())
     }
 }
@@ -78,17 +80,20 @@ impl Backend {
         }
     }
 
-    /// Runs `f` on a reader on a blocking thread.
+    /// Runs `f` on a reader on a blocking thread, within [`READ_BUDGET`]; the read stops early when the call is
+    /// dropped (its client went away or cancelled it).
     pub(crate) async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection, &Backend) -> Result<T, Fail> + Send + 'static,
     ) -> Result<T, Fail> {
         let me = self.clone();
+        let budget = Budget::new(READ_BUDGET);
+        let _stop_if_gone = budget.cancel_on_drop();
         tokio::task::spawn_blocking(move || {
             let mut f = Some(f);
             let mut out = None;
             me.access
-                .with_reader(&mut |c| {
+                .with_reader(&budget, &mut |c| {
                     if let Some(f) = f.take() {
                         out = Some(f(c, &me));
                     }

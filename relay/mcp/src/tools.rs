@@ -220,6 +220,9 @@ impl From<ReadError> for Fail {
     fn from(e: ReadError) -> Self {
         match e {
             ReadError::BadRequest(m) | ReadError::NotFound(m) => Fail::Caller(m),
+            ReadError::Db(e) if e.is_interrupted() => Fail::Caller(
+                "the read did not finish in time; ask for less (a filter, a smaller limit)".into(),
+            ),
             ReadError::Db(e) => Fail::Internal(e.to_string()),
         }
     }
@@ -671,6 +674,11 @@ fn search_fail(e: SearchError) -> Fail {
         SearchError::BadRequest(m) => Fail::Caller(m),
         SearchError::Embed(e) => Fail::Caller(format!("the embedder failed: {e} ({})", e.hint())),
         SearchError::Db(e) => Fail::Internal(e.to_string()),
+        e @ (SearchError::TooLarge(_) | SearchError::Interrupted) => Fail::Caller(format!(
+            "{e} ({}: {})",
+            e.code(),
+            e.caller_hint().unwrap_or_default()
+        )),
     }
 }
 

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use personkit_embed::{EmbedError, Embedder};
 use personkit_store::DbError;
+use personkit_store::budget::QueryTextError;
 use personkit_store::retrieval::{RowMeta, SearchReader};
 use personkit_store::vectors::Kind;
 use serde::Serialize;
@@ -42,6 +43,37 @@ pub enum SearchError {
     Embed(#[from] EmbedError),
     #[error("{0}")]
     BadRequest(String),
+    /// The query text is over a bound ([`personkit_store::budget::check_query_text`]).
+    #[error(transparent)]
+    TooLarge(#[from] QueryTextError),
+    /// The search ran out of its time, its caller went away, or the relay is stopping
+    /// ([`personkit_store::budget`]).
+    #[error("the search did not finish in time; nothing was found before it stopped")]
+    Interrupted,
+}
+
+impl SearchError {
+    /// What to do about a refused or stopped search (`None` for a broken corpus or embedder).
+    pub fn caller_hint(&self) -> Option<&'static str> {
+        match self {
+            SearchError::TooLarge(e) => Some(e.hint()),
+            SearchError::Interrupted => Some(
+                "search with fewer or rarer words, or narrow it with a filter (a site, a thread, a time range)",
+            ),
+            _ => None,
+        }
+    }
+
+    /// A stable code for the errors [`SearchError::caller_hint`] speaks of.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SearchError::TooLarge(_) => "query_too_large",
+            SearchError::Interrupted => "query_too_costly",
+            SearchError::BadRequest(_) => "bad_query",
+            SearchError::Embed(_) => "embedder_unavailable",
+            SearchError::Db(_) => "storage_unavailable",
+        }
+    }
 }
 
 /// How ranked lists are combined.
@@ -710,6 +742,19 @@ fn entity_signal<R: SearchReader + ?Sized>(
 /// Runs a query. `embedder` is `None` for the `none` kind (or when the caller wants no vector signal);
 /// `indexes` are the caller's in-memory vector indexes, caught up with the corpus here.
 pub fn query<R: SearchReader + ?Sized>(
+    reader: &R,
+    indexes: &Indexes,
+    embedder: Option<&dyn Embedder>,
+    q: &Query,
+) -> Result<QueryResult, SearchError> {
+    personkit_store::budget::check_query_text(&q.text)?;
+    run(reader, indexes, embedder, q).map_err(|e| match e {
+        SearchError::Db(e) if e.is_interrupted() => SearchError::Interrupted,
+        e => e,
+    })
+}
+
+fn run<R: SearchReader + ?Sized>(
     reader: &R,
     indexes: &Indexes,
     embedder: Option<&dyn Embedder>,

@@ -70,6 +70,9 @@ pub fn fit_to_open_file_limit(wanted: usize) -> usize {
     wanted.min(fits)
 }
 
+/// How long requests in flight may run once the relay is told to stop (within `serve`'s stop deadline).
+const DRAIN: Duration = Duration::from_secs(5);
+
 /// Accepts and serves connections until `shutdown` completes, then lets the open ones finish their requests. With
 /// `tls`, every connection is TLS: the handshake has the same deadline as a request's headers, and a client that
 /// fails it is dropped without an answer.
@@ -145,8 +148,8 @@ pub async fn serve_connections(
     // Requests in flight finish; idle connections close.
     tokio::select! {
         () = graceful.shutdown() => {},
-        () = tokio::time::sleep(Duration::from_secs(10)) => {
-            tracing::warn!("connections still open 10 s after shutdown; closing them");
+        () = tokio::time::sleep(DRAIN) => {
+            tracing::warn!(seconds = DRAIN.as_secs(), "connections still open after shutdown; closing them");
         }
     }
 }

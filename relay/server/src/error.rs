@@ -17,6 +17,22 @@ pub struct AppError {
 }
 
 impl AppError {
+    /// A search refused for its size (400) or stopped for its cost (422), with the search's own hint; `None`
+    /// for the other search errors, which each caller words itself.
+    pub fn search_bound(e: &personkit_search::SearchError) -> Option<AppError> {
+        let status = match e {
+            personkit_search::SearchError::TooLarge(_) => StatusCode::BAD_REQUEST,
+            personkit_search::SearchError::Interrupted => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => return None,
+        };
+        Some(AppError::new(
+            status,
+            e.code(),
+            e.to_string(),
+            e.caller_hint().unwrap_or_default(),
+        ))
+    }
+
     pub fn new(
         status: StatusCode,
         code: &str,

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tokio::net::TcpListener;
@@ -184,7 +185,14 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     out.flush()?;
     drop(out);
     tracing::info!(%local, db = %config.db_path.display(), "relay started");
-    serve_connections(listener, app(state), limits, tls, shutdown_signal()).await;
+    let db = state.db.clone();
+    let stopping = async move {
+        shutdown_signal().await;
+        // Reads in flight stop at their next check; whatever else still runs gets until the deadline.
+        db.interrupt_reads();
+        exit_after(STOP_DEADLINE);
+    };
+    serve_connections(listener, app(state), limits, tls, stopping).await;
     sync_job.abort();
     if let Some(w) = embed_worker {
         tokio::task::spawn_blocking(move || w.stop()).await?;
@@ -212,6 +220,28 @@ fn ignore_file_size_signal() {
             });
         }
         Err(e) => tracing::warn!(error = %e, "cannot catch SIGXFSZ"),
+    }
+}
+
+/// How long `serve` may take to stop once told to: in-flight requests and jobs get this long, then the process
+/// exits anyway. Nothing is lost by that: every acknowledged turn was committed before its answer was sent, and a
+/// transaction cut short is rolled back by SQLite when the corpus is next opened.
+pub const STOP_DEADLINE: Duration = Duration::from_secs(8);
+
+/// Ends the process `after` from now unless it has ended by itself.
+fn exit_after(after: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("personkit-stop-deadline".into())
+        .spawn(move || {
+            std::thread::sleep(after);
+            tracing::warn!(
+                seconds = after.as_secs(),
+                "still stopping after the deadline; exiting now"
+            );
+            std::process::exit(0);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the stop deadline");
     }
 }
 

@@ -6,12 +6,13 @@
 //! commit on such a connection, which in WAL mode with `synchronous=FULL` has been fsynced to the WAL.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, Once};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use rusqlite::Connection;
 
-use crate::migrations;
+use crate::{budget, migrations};
 
 /// How long a connection waits for another writer before failing with `SQLITE_BUSY`.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,6 +66,15 @@ pub enum DbError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+impl DbError {
+    /// Whether a statement stopped because its read's budget was spent, its client went away or the relay is
+    /// stopping ([`budget`]): the request was too costly or is no longer wanted, not a broken corpus.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, DbError::Sqlite(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::OperationInterrupted)
+    }
 }
 
 /// Register sqlite-vec as an auto extension, once per process, so that every connection opened afterwards has
@@ -333,6 +343,8 @@ pub struct Db {
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
     checkpointer: Checkpointer,
+    /// Set by [`Db::interrupt_reads`]: every read running or started afterwards stops at its next check.
+    closing: Arc<AtomicBool>,
 }
 
 impl Db {
@@ -348,6 +360,7 @@ impl Db {
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
             checkpointer,
+            closing: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -372,11 +385,29 @@ impl Db {
         out
     }
 
-    /// Run `f` on a reader connection (opened on demand, returned to the pool afterwards).
+    /// Run `f` on a reader connection (opened on demand, returned to the pool afterwards), its statements
+    /// interrupted after [`budget::READ_BUDGET`] ([`DbError::is_interrupted`]).
     pub fn read<T, E: From<DbError>>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, E>,
     ) -> Result<T, E> {
+        self.read_within(&budget::Budget::new(budget::READ_BUDGET), f)
+    }
+
+    /// [`Db::read`] under the caller's budget (a request's deadline and cancel flag).
+    pub fn read_within<T, E: From<DbError>>(
+        &self,
+        budget: &budget::Budget,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let budget = budget.clone().with_closing(self.closing.clone());
+        if budget.spent() {
+            return Err(DbError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERRUPT),
+                None,
+            ))
+            .into());
+        }
         let pooled = self
             .readers
             .lock()
@@ -386,13 +417,20 @@ impl Db {
             Some(c) => c,
             None => open_reader(&self.path)?,
         };
-        let out = f(&conn);
+        let out = budget::within(&conn, &budget, f);
         if let Ok(mut pool) = self.readers.lock()
             && pool.len() < MAX_IDLE_READERS
         {
             pool.push(conn);
         }
         out
+    }
+}
+
+impl Db {
+    /// Stops every read now running and refuses new ones: what a relay does when it is told to stop.
+    pub fn interrupt_reads(&self) {
+        self.closing.store(true, Ordering::Relaxed);
     }
 }
 

@@ -14,6 +14,9 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 use time::OffsetDateTime;
 
+use personkit_shared::identity::words_hash;
+use personkit_shared::wire::Role;
+
 use crate::clock::fmt_time;
 use crate::db::DbError;
 use crate::vectors::{Kind, SUPPORTED_DIMS};
@@ -304,12 +307,29 @@ fn forget_other_names(tx: &rusqlite::Transaction<'_>, now: &str) -> Result<(), D
     for (thread, key) in keys {
         tomb.execute(params![key_tombstone(&thread, &key), thread, now])?;
     }
+    let mut words = tx.prepare(
+        "SELECT m.thread_id, m.role, m.content FROM messages m JOIN forget_sel f ON m.pk = f.pk",
+    )?;
+    let mut rows = words.query([])?;
+    while let Some(r) = rows.next()? {
+        let thread: String = r.get(0)?;
+        let role = Role::parse(&r.get::<_, String>(1)?);
+        let content: String = r.get(2)?;
+        if let Some(hash) = role.and_then(|role| words_hash(role, &content)) {
+            tomb.execute(params![words_tombstone(&thread, &hash), thread, now])?;
+        }
+    }
     Ok(())
 }
 
 /// The tombstone of the site's message id `key` in thread `thread_id`.
 pub fn key_tombstone(thread_id: &str, key: &str) -> String {
     format!("key:{thread_id}|{key}")
+}
+
+/// The tombstone of a turn's words (`identity::words_hash`) in thread `thread_id`.
+pub fn words_tombstone(thread_id: &str, words_hash: &str) -> String {
+    format!("words:{thread_id}|{words_hash}")
 }
 
 /// Whether a message id was forgotten.
@@ -319,20 +339,80 @@ pub fn is_forgotten(conn: &Connection, message_id: &str) -> Result<bool, DbError
         .exists([message_id])?)
 }
 
-/// Whether a turn arriving by ingest or sync was forgotten: by its message id, or by the site's id `key` in its
-/// thread (a forgotten turn re-read with other text keeps its site id).
-pub fn turn_is_forgotten(
-    conn: &Connection,
-    thread_id: &str,
-    message_id: &str,
-    key: Option<&str>,
-) -> Result<bool, DbError> {
-    if let Some(k) = key
-        && is_forgotten(conn, &key_tombstone(thread_id, k))?
+/// A turn arriving by ingest or sync, by every name a tombstone may know it by.
+#[derive(Debug, Clone, Copy)]
+pub struct Arriving<'a> {
+    pub thread_id: &'a str,
+    /// Its content-derived id (thread and exact text).
+    pub message_id: &'a str,
+    /// The site's id of the message.
+    pub key: Option<&'a str>,
+    pub role: Role,
+    pub content: &'a str,
+}
+
+/// The one forgetting rule for every intake path (live capture, import, harvest, sync): a turn was forgotten when
+/// a tombstone names its exact text (message id), the site's id for it in its thread, or its words and role in its
+/// thread — the identities `identity::decide` folds renderings by, so a forgotten turn does not come back as the
+/// site's Markdown of what the page showed, or the other way round.
+pub fn turn_is_forgotten(conn: &Connection, t: &Arriving<'_>) -> Result<bool, DbError> {
+    if let Some(k) = t.key
+        && is_forgotten(conn, &key_tombstone(t.thread_id, k))?
     {
         return Ok(true);
     }
-    is_forgotten(conn, message_id)
+    if is_forgotten(conn, t.message_id)? {
+        return Ok(true);
+    }
+    match words_hash(t.role, t.content) {
+        Some(hash) => is_forgotten(conn, &words_tombstone(t.thread_id, &hash)),
+        None => Ok(false),
+    }
+}
+
+/// Adds to the temporary table `forget_sel` ([`prepare_selection`]) every message a tombstone names: its id, the
+/// site's id (`key:` tombstones) or its words and role (`words:` tombstones), within the tombstone's thread.
+pub(crate) fn select_named(
+    tx: &rusqlite::Transaction<'_>,
+    tombstone: &str,
+    thread_id: &str,
+) -> Result<(), DbError> {
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO forget_sel (pk, id, thread_id, position_key)
+         SELECT pk, id, thread_id, position_key FROM messages WHERE id = ?1 AND thread_id = ?2",
+    )?
+    .execute([tombstone, thread_id])?;
+    if let Some(key) = tombstone.strip_prefix(&format!("key:{thread_id}|")) {
+        tx.prepare_cached(
+            "INSERT OR IGNORE INTO forget_sel (pk, id, thread_id, position_key)
+             SELECT pk, id, thread_id, position_key FROM messages WHERE thread_id = ?1 AND message_key = ?2",
+        )?
+        .execute(params![thread_id, key])?;
+    }
+    if let Some(hash) = tombstone.strip_prefix(&format!("words:{thread_id}|")) {
+        let matching: Vec<i64> = {
+            let mut stmt =
+                tx.prepare_cached("SELECT pk, role, content FROM messages WHERE thread_id = ?1")?;
+            let mut rows = stmt.query([thread_id])?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next()? {
+                let role = Role::parse(&r.get::<_, String>(1)?);
+                let content: String = r.get(2)?;
+                if role.and_then(|role| words_hash(role, &content)).as_deref() == Some(hash) {
+                    out.push(r.get(0)?);
+                }
+            }
+            out
+        };
+        let mut add = tx.prepare_cached(
+            "INSERT OR IGNORE INTO forget_sel (pk, id, thread_id, position_key)
+             SELECT pk, id, thread_id, position_key FROM messages WHERE pk = ?1",
+        )?;
+        for pk in matching {
+            add.execute([pk])?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -340,7 +420,8 @@ pub fn turn_is_forgotten(
 mod tests {
     use super::*;
     use crate::ingest::{Origin, ingest_observations};
-    use personkit_shared::wire::{ClientInfo, Observation, Role, build_observation};
+    use personkit_shared::identity::Path;
+    use personkit_shared::wire::{ClientInfo, Observation, build_observation};
     use time::macros::datetime;
 
     const NOW: OffsetDateTime = datetime!(2026-11-22 10:00:00 UTC);
@@ -456,7 +537,15 @@ mod tests {
                 0,
             ),
             ("SELECT count(*) FROM threads", 2),
-            ("SELECT count(*) FROM forgotten_messages", 3),
+            (
+                "SELECT count(*) FROM forgotten_messages WHERE id NOT LIKE 'words:%'",
+                3,
+            ),
+            // Each text's words too: three texts, three different sets of words.
+            (
+                "SELECT count(*) FROM forgotten_messages WHERE id LIKE 'words:%'",
+                3,
+            ),
             ("SELECT count(*) FROM forget_log WHERE whole = 1", 1),
         ] {
             assert_eq!(count(&conn, sql), n, "{sql}");
@@ -518,6 +607,154 @@ mod tests {
             count(&conn, "SELECT count(*) FROM forget_log WHERE whole = 0"),
             1
         );
+    }
+
+    /// The same turn as another path renders it: `path`, the site's id, and the text that path gives.
+    fn rendered(base: &Observation, path: Path, key: Option<&str>, text: &str) -> Observation {
+        let mut o = base.clone();
+        o.turn.path = Some(path);
+        o.turn.message_key = key.map(str::to_owned);
+        o.turn.content = text.to_owned();
+        o.turn.content_hash = personkit_shared::ids::content_hash(text, o.turn.role);
+        o
+    }
+
+    #[test]
+    fn a_forgotten_turn_is_refused_in_every_rendering_and_on_every_path() {
+        let dom_text = "The capital is Canberra, secret KIWIMARK";
+        let other_renderings = [
+            (
+                Path::Network,
+                Some("msg-7"),
+                "The capital is **Canberra**, secret KIWIMARK",
+            ),
+            (
+                Path::Export,
+                Some("msg-7"),
+                "The capital is *Canberra*, secret `KIWIMARK`.",
+            ),
+            (
+                Path::Harvest,
+                None,
+                "The capital is Canberra — secret KIWIMARK!",
+            ),
+            (
+                Path::Dom,
+                None,
+                "The capital is\n\nCanberra, secret KIWIMARK",
+            ),
+        ];
+        for (path, key, text) in other_renderings {
+            let (_d, mut conn, _) = corpus();
+            let dom = obs(
+                "browser-ext:chatgpt",
+                "k",
+                dom_text,
+                1,
+                "2026-11-22T09:00:00Z",
+            );
+            let question = obs(
+                "browser-ext:chatgpt",
+                "k",
+                "What is the capital?",
+                0,
+                "2026-11-22T08:59:00Z",
+            );
+            ingest_observations(&mut conn, &origin(), &[question, dom.clone()], NOW).unwrap();
+            forget(&mut conn, &Selection::thread(&dom.thread_id), NOW).unwrap();
+            let again = rendered(&dom, path, key, text);
+            let r = ingest_observations(&mut conn, &origin(), &[again], NOW).unwrap();
+            assert_eq!((r.stored, r.duplicate), (0, 1), "{path:?}: {text}");
+            assert_eq!(
+                count(
+                    &conn,
+                    "SELECT count(*) FROM messages WHERE content LIKE '%KIWIMARK%'"
+                ),
+                0,
+                "{path:?}: {text}"
+            );
+            // Other words in the same thread are a new turn, and the same words as another role are too.
+            let new = obs(
+                "browser-ext:chatgpt",
+                "k",
+                "The capital is Sydney",
+                1,
+                "2026-11-22T09:05:00Z",
+            );
+            let mut as_user = dom.clone();
+            as_user.turn.role = Role::User;
+            as_user.turn.content_hash = personkit_shared::ids::content_hash(dom_text, Role::User);
+            let r = ingest_observations(&mut conn, &origin(), &[new, as_user], NOW).unwrap();
+            assert_eq!(r.stored, 2);
+        }
+    }
+
+    #[test]
+    fn a_sync_peer_cannot_bring_back_a_forgotten_turn_in_another_rendering() {
+        use crate::sync::{Source, apply_page, page};
+        let src = Source {
+            peer_id: "peer",
+            pull_cursor: None,
+        };
+        let (_da, mut a, _) = corpus();
+        let dom = obs(
+            "browser-ext:chatgpt",
+            "k",
+            "The capital is Canberra",
+            1,
+            "2026-11-22T09:00:00Z",
+        );
+        ingest_observations(&mut a, &origin(), &[dom.clone()], NOW).unwrap();
+        forget(&mut a, &Selection::thread(&dom.thread_id), NOW).unwrap();
+        // Relay B only ever saw the site's Markdown of the same turn.
+        let dir_b = tempfile::tempdir().unwrap();
+        let mut b = crate::db::open(&dir_b.path().join("b.db")).unwrap();
+        let net = rendered(
+            &dom,
+            Path::Network,
+            Some("m1"),
+            "The capital is **Canberra**",
+        );
+        ingest_observations(&mut b, &origin(), &[net], NOW).unwrap();
+        let canberra = "SELECT count(*) FROM messages WHERE content LIKE '%Canberra%'";
+        let from_b = page(&b, 0, 1000).unwrap();
+        let r = apply_page(&mut a, &from_b.items, src, NOW).unwrap();
+        assert_eq!(r.forgotten, 1, "{r:?}");
+        assert_eq!(count(&a, canberra), 0);
+        // A's tombstones reach B and remove its rendering.
+        let from_a = page(&a, 0, 1000).unwrap();
+        let r = apply_page(&mut b, &from_a.items, src, NOW).unwrap();
+        assert_eq!(r.removed, 1, "{r:?}");
+        assert_eq!(count(&b, canberra), 0);
+    }
+
+    #[test]
+    fn a_words_tombstone_from_a_peer_removes_the_rendering_stored_here() {
+        let (_d, mut conn, _) = corpus();
+        let dom = obs(
+            "browser-ext:chatgpt",
+            "k",
+            "The capital is Canberra",
+            1,
+            "2026-11-22T09:00:00Z",
+        );
+        let net = rendered(
+            &dom,
+            Path::Network,
+            Some("m1"),
+            "The capital is **Canberra**",
+        );
+        ingest_observations(&mut conn, &origin(), &[net], NOW).unwrap();
+        let hash = words_hash(Role::Assistant, &dom.turn.content).unwrap();
+        let tx = conn.transaction().unwrap();
+        prepare_selection(&tx).unwrap();
+        select_named(&tx, &words_tombstone(&dom.thread_id, &hash), &dom.thread_id).unwrap();
+        // Named in another thread, it names nothing.
+        select_named(&tx, &words_tombstone("other", &hash), "other").unwrap();
+        let n: u64 = tx
+            .query_row("SELECT count(*) FROM forget_sel", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
     }
 
     #[test]

@@ -416,9 +416,13 @@ impl<'a> Writer<'a> {
         if self.any_forgotten
             && crate::forget::turn_is_forgotten(
                 self.tx,
-                &o.thread_id,
-                &message_id,
-                o.turn.message_key.as_deref(),
+                &crate::forget::Arriving {
+                    thread_id: &o.thread_id,
+                    message_id: &message_id,
+                    key: o.turn.message_key.as_deref(),
+                    role: o.turn.role,
+                    content: &o.turn.content,
+                },
             )?
         {
             return Ok(ItemResult {

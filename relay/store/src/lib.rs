@@ -1,6 +1,6 @@
 //! `personkit-store` is the corpus: one SQLite file (WAL, `synchronous=FULL`, FTS5, sqlite-vec) and every query
 //! the relay runs on it. It opens and migrates the file ([`db`], [`migrations`]), stores batches of observations
-//! ([`ingest`]), keeps devices and pairing codes ([`auth`]), reports capture health ([`health`]), forgets for good ([`forget`]), remembers what the harvesters read ([`harvest`]), gives out and takes back
+//! ([`ingest`]), keeps devices and pairing codes ([`auth`]), bounds every read in time ([`budget`]), reports capture health ([`health`]), forgets for good ([`forget`]), remembers what the harvesters read ([`harvest`]), gives out and takes back
 //! exports and snapshots ([`archive`]), keeps one-time dashboard sign-in links
 //! ([`signin`]), the CLI's
 //! views ([`views`]), the read layer of the MCP tools and read API ([`read`]), keeps vectors, their cache and their change log ([`vectors`]), answers the reads hybrid
@@ -14,6 +14,7 @@
 
 pub mod archive;
 pub mod auth;
+pub mod budget;
 pub mod bulk;
 pub mod clock;
 pub mod db;

@@ -206,6 +206,10 @@ pub fn list_threads(
 ) -> Result<ThreadList, ReadError> {
     let limit = check_limit(limit)?;
     let after = cursor.map(parse_thread_cursor).transpose()?;
+    if let Some(w) = filter.words.as_deref() {
+        crate::budget::check_query_text(w)
+            .map_err(|e| ReadError::BadRequest(format!("words: {e}; {}", e.hint())))?;
+    }
     let words = match filter.words.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(w) => Some(fts_query(w).ok_or_else(|| {

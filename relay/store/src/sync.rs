@@ -876,18 +876,7 @@ fn apply_tombstones(
         } else {
             out.unchanged += 1;
         }
-        tx.prepare_cached(
-            "INSERT OR IGNORE INTO forget_sel (pk, id, thread_id, position_key)
-             SELECT pk, id, thread_id, position_key FROM messages WHERE id = ?1",
-        )?
-        .execute([&t.id])?;
-        if let Some(key) = t.id.strip_prefix(&format!("key:{}|", t.thread_id)) {
-            tx.prepare_cached(
-                "INSERT OR IGNORE INTO forget_sel (pk, id, thread_id, position_key)
-                 SELECT pk, id, thread_id, position_key FROM messages WHERE thread_id = ?1 AND message_key = ?2",
-            )?
-            .execute(params![t.thread_id, key])?;
-        }
+        crate::forget::select_named(tx, &t.id, &t.thread_id)?;
     }
     let selected: usize = tx.query_row("SELECT count(*) FROM forget_sel", [], |r| r.get(0))?;
     if selected == 0 {
@@ -937,7 +926,17 @@ fn apply_message(
     now_s: &str,
     positions: &mut BTreeMap<(String, String), ()>,
 ) -> Result<Outcome, DbError> {
-    if crate::forget::turn_is_forgotten(tx, &m.thread_id, &m.id, m.message_key.as_deref())? {
+    let role = Role::parse(&m.role).unwrap_or(Role::User);
+    if crate::forget::turn_is_forgotten(
+        tx,
+        &crate::forget::Arriving {
+            thread_id: &m.thread_id,
+            message_id: &m.id,
+            key: m.message_key.as_deref(),
+            role,
+            content: &m.content,
+        },
+    )? {
         return Ok(Outcome::Forgotten);
     }
     // The same turn here: by id, else by its text or a folded rendering of it (a turn another order of

@@ -247,6 +247,8 @@ pub fn fts_query(words: &str) -> Option<String> {
 
 /// Keyword search over current messages with FTS5 BM25, best first.
 pub fn search(conn: &Connection, words: &str, limit: u32) -> Result<Vec<SearchHit>, DbError> {
+    crate::budget::check_query_text(words)
+        .map_err(|e| DbError::Invalid(format!("{e}; {}", e.hint())))?;
     let Some(query) = fts_query(words) else {
         return Ok(Vec::new());
     };

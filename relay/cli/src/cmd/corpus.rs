@@ -262,7 +262,10 @@ pub fn run_query(db: &DbArg, a: &QueryArgs) -> anyhow::Result<()> {
         personkit_search::query(&conn, &Indexes::new(), embedder.as_deref(), &q).map_err(|e| {
             match e {
                 personkit_search::SearchError::Embed(e) => anyhow!("{e}\nhint: {}", e.hint()),
-                e => anyhow!("{e}"),
+                e => match e.caller_hint() {
+                    Some(hint) => anyhow!("{e}\nhint: {hint}"),
+                    None => anyhow!("{e}"),
+                },
             }
         })?;
     let mut out = std::io::stdout().lock();

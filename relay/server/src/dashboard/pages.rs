@@ -11,6 +11,7 @@ use maud::{DOCTYPE, Markup, html};
 use personkit_search::params::{Params as SearchParams, build_query};
 use personkit_search::{QueryResult, SearchError};
 use personkit_store::auth::{self, AuthError};
+use personkit_store::budget::{Budget, READ_BUDGET};
 use personkit_store::clock::{fmt_time, parse_time};
 use personkit_store::forget::{self, ForgetError, Selection};
 use personkit_store::read::{self, ReadError, ThreadFilter, compact};
@@ -721,8 +722,10 @@ pub(super) async fn search(
                 )
             })?;
             let (db, indexes, embedder) = (st.db.clone(), st.indexes.clone(), st.embedder.clone());
+            let budget = Budget::new(READ_BUDGET);
+            let _stop_if_gone = budget.cancel_on_drop();
             let r = tokio::task::spawn_blocking(move || {
-                db.read(|conn| {
+                db.read_within(&budget, |conn| {
                     personkit_search::query(conn, &indexes, embedder.as_deref(), &query)
                         .map_err(SearchFailure::Search)
                 })
@@ -737,6 +740,15 @@ pub(super) async fn search(
                         "That did not work",
                         m,
                         SEARCH_HINT,
+                    ));
+                }
+                Err(SearchFailure::Search(e)) if AppError::search_bound(&e).is_some() => {
+                    let a = AppError::search_bound(&e).unwrap_or_else(AppError::internal);
+                    return Err(PageError::new(
+                        a.status,
+                        "That did not work",
+                        a.body.message,
+                        a.body.hint,
                     ));
                 }
                 Err(e) => {

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use personkit_search::SearchError;
 use personkit_search::params::{Params, build_query};
 use personkit_store::DbError;
+use personkit_store::budget::{Budget, READ_BUDGET};
 
 use crate::error::AppError;
 use crate::state::AppState;
@@ -46,8 +47,11 @@ pub(super) async fn get_query(
         Err(e) => return AppError::bad_request("bad_query", e.to_string(), HINT).into_response(),
     };
     let (db, indexes, embedder) = (st.db.clone(), st.indexes.clone(), st.embedder.clone());
+    // The read stops when its time is up, and when this future is dropped because the client went away.
+    let budget = Budget::new(READ_BUDGET);
+    let _stop_if_gone = budget.cancel_on_drop();
     let result = tokio::task::spawn_blocking(move || {
-        db.read(|conn| {
+        db.read_within(&budget, |conn| {
             personkit_search::query(conn, &indexes, embedder.as_deref(), &q)
                 .map_err(QueryFailure::Search)
         })
@@ -57,6 +61,11 @@ pub(super) async fn get_query(
         Ok(Ok(r)) => Json(r).into_response(),
         Ok(Err(QueryFailure::Search(SearchError::BadRequest(m)))) => {
             AppError::bad_request("bad_query", m, HINT).into_response()
+        }
+        Ok(Err(QueryFailure::Search(e))) if AppError::search_bound(&e).is_some() => {
+            AppError::search_bound(&e)
+                .unwrap_or_else(AppError::internal)
+                .into_response()
         }
         Ok(Err(QueryFailure::Search(SearchError::Embed(e)))) => AppError::new(
             StatusCode::SERVICE_UNAVAILABLE,
