@@ -7,6 +7,10 @@
 //! added: what is already in the folder is kept current, so forgotten content leaves it on the next run
 //! whatever the filters. Files and the manifest are written to a temporary name and renamed into place, so an
 //! interrupted run leaves whole files and a manifest that a rerun corrects.
+//!
+//! Nothing under the folder is followed through a symbolic link: a link where a file goes is replaced by the
+//! file, a link where a folder goes stops the run with an error naming it (what it points to is not touched),
+//! and a file the manifest names behind such a link, or outside the folder, is left in place and reported.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -47,7 +51,18 @@ pub struct Report {
     pub threads: u64,
     pub written: u64,
     pub unchanged: u64,
+    /// Files of forgotten threads actually removed (or already gone).
     pub removed: u64,
+    /// Files the manifest names that were not removed, with why.
+    pub not_removed: Vec<NotRemoved>,
+}
+
+/// A file of the old manifest left in place.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct NotRemoved {
+    /// As the manifest names it.
+    pub path: String,
+    pub why: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -102,23 +117,91 @@ fn load_manifest(out: &Path, format: Format) -> Result<Option<Manifest>, ExportE
     Ok(Some(m))
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(io(dir))?;
+/// Makes the folders of `rel` under `root`, one component at a time, refusing any that is a symbolic link (or
+/// not a folder) rather than following it.
+fn make_dirs(root: &Path, rel: &Path) -> Result<(), ExportError> {
+    let mut dir = root.to_path_buf();
+    for c in rel.parent().into_iter().flat_map(Path::components) {
+        dir.push(c);
+        match fs::symlink_metadata(&dir) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(ExportError::Folder(format!(
+                    "{} is a symbolic link; the export does not write through links. Remove the link (what it \
+                     points to was not touched) or export to another folder (--out)",
+                    dir.display()
+                )));
+            }
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(ExportError::Folder(format!(
+                    "{} is in the way of a folder the export needs; move it or export to another folder (--out)",
+                    dir.display()
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir(&dir).map_err(io(&dir))?
+            }
+            Err(e) => return Err(io(&dir)(e)),
+        }
     }
+    Ok(())
+}
+
+/// Whether every folder of `rel` under `root` is a real folder (no link, nothing missing).
+fn real_dirs(root: &Path, rel: &Path) -> bool {
+    let mut dir = root.to_path_buf();
+    rel.parent()
+        .into_iter()
+        .flat_map(Path::components)
+        .all(|c| {
+            dir.push(c);
+            fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir())
+        })
+}
+
+/// Whether `path` is a plain file (not a link to one).
+fn is_plain_file(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Writes `bytes` to `root/rel` through a temporary file in the same folder. The temporary name is made new
+/// (whatever stood there, a link included, is removed first), and the rename replaces a link at `rel` itself.
+fn write_atomic(root: &Path, rel: &Path, bytes: &[u8]) -> Result<(), ExportError> {
+    make_dirs(root, rel)?;
+    let path = root.join(rel);
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+    match fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&tmp)(e)),
+    }
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(io(&tmp))?;
     f.write_all(bytes).map_err(io(&tmp))?;
     drop(f);
-    fs::rename(&tmp, path).map_err(io(path))
+    fs::rename(&tmp, &path).map_err(io(&path))
 }
 
-/// Removes a file and then its folders up to `root` while they are empty.
-fn remove_file(root: &Path, rel: &Path) -> Result<(), ExportError> {
-    let path = root.join(rel);
+/// Removes the file a manifest entry names and then its folders up to `root` while they are empty. A path
+/// outside the folder or behind a symbolic link is left alone: the reason comes back.
+fn remove_file(root: &Path, name: &str) -> Result<Result<(), String>, ExportError> {
+    let Some(rel) = safe_rel(name) else {
+        return Ok(Err(
+            "the manifest names a path outside the export folder; left alone".into(),
+        ));
+    };
+    if any_link(root, &rel) {
+        return Ok(Err(
+            "a folder on its path is a symbolic link; the export does not delete through links"
+                .into(),
+        ));
+    }
+    let path = root.join(&rel);
     match fs::remove_file(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -131,7 +214,19 @@ fn remove_file(root: &Path, rel: &Path) -> Result<(), ExportError> {
         }
         dir = d.parent();
     }
-    Ok(())
+    Ok(Ok(()))
+}
+
+/// Whether a folder of `rel` under `root` is a symbolic link.
+fn any_link(root: &Path, rel: &Path) -> bool {
+    let mut dir = root.to_path_buf();
+    rel.parent()
+        .into_iter()
+        .flat_map(Path::components)
+        .any(|c| {
+            dir.push(c);
+            fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink())
+        })
 }
 
 /// Brings the folder `out` up to date with the corpus (see the module docs). `progress(done, total)` is called
@@ -188,16 +283,20 @@ pub fn export(
         let prev = old_threads.remove(id);
         let same = prev.as_ref().is_some_and(|p| {
             p.path == rel && p.sha256 == sha && old_version == Some(RENDER_VERSION)
-        }) && out.join(&rel).is_file();
+        }) && real_dirs(out, Path::new(&rel))
+            && is_plain_file(&out.join(&rel));
         if same {
             report.unchanged += 1;
         } else {
-            write_atomic(&out.join(&rel), &bytes)?;
-            if let Some(p) = prev.as_ref().filter(|p| p.path != rel)
-                && let Some(old_rel) = safe_rel(&p.path)
-            {
+            write_atomic(out, Path::new(&rel), &bytes)?;
+            if let Some(p) = prev.as_ref().filter(|p| p.path != rel) {
                 taken.remove(&p.path.to_lowercase());
-                remove_file(out, &old_rel)?;
+                if let Err(why) = remove_file(out, &p.path)? {
+                    report.not_removed.push(NotRemoved {
+                        path: p.path.clone(),
+                        why,
+                    });
+                }
             }
             report.written += 1;
         }
@@ -213,13 +312,13 @@ pub fn export(
     }
     // What is left of the old manifest are threads the corpus no longer has.
     for (_, e) in old_threads {
-        if let Some(rel) = safe_rel(&e.path) {
-            remove_file(out, &rel)?;
+        match remove_file(out, &e.path)? {
+            Ok(()) => report.removed += 1,
+            Err(why) => report.not_removed.push(NotRemoved { path: e.path, why }),
         }
-        report.removed += 1;
     }
     let mut m = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
     m.push(b'\n');
-    write_atomic(&out.join(MANIFEST), &m)?;
+    write_atomic(out, Path::new(MANIFEST), &m)?;
     Ok(report)
 }

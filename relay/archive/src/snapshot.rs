@@ -27,13 +27,23 @@ pub enum SnapshotError {
     Invalid(String),
     /// Signed correctly, by a key this relay does not know.
     #[error(
-        "refused: the snapshot is signed by key {0}, which this relay does not know; if you made it (see the key `personkit corpus snapshot` printed), pass --trust {0}"
+        "refused: the snapshot is signed by a key this relay has not seen (it begins {}…); nothing was written. \
+         Trusting a key means taking whatever it signed as your own corpus, so trust it only if it is your own: on \
+         the machine that made the snapshot, `personkit corpus snapshot` ends with \"signed with key …\" (the \
+         public half of ~/.dotperson/snapshot-signing.key there). If that key begins the same, copy it from that \
+         machine and restore with --trust and that key",
+        key_prefix(.0)
     )]
     UnknownKey(String),
     #[error(transparent)]
     Dump(#[from] archive::DumpError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+/// The first characters of a public key, enough to compare with one's own, too few to pass as `--trust`.
+fn key_prefix(key: &str) -> &str {
+    key.get(..16).unwrap_or(key)
 }
 
 /// The signing key at `path`, made (32 random bytes, hex, mode 0600) when there is none. `true` when made now.

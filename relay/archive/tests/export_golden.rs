@@ -232,6 +232,65 @@ fn a_hostile_manifest_cannot_remove_files_outside_the_folder() {
         |_, _| {},
     )
     .unwrap();
-    assert_eq!((r.written, r.removed), (1, 2));
+    // Refused deletions are not counted as removed: they are reported apart, with why.
+    assert_eq!((r.written, r.removed), (1, 0));
+    assert_eq!(r.not_removed.len(), 2, "{r:?}");
+    assert!(
+        r.not_removed
+            .iter()
+            .all(|n| n.why.contains("outside the export folder")),
+        "{r:?}"
+    );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlinked_folder_inside_out_is_refused_and_its_target_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let conn = common::corpus(
+        &tmp.path().join("corpus.db"),
+        &[spec("a", "Alpha", &["one"])],
+    );
+    let all = ExportFilter::default();
+    // Where the first export puts the thread's file: its folder is what gets replaced by a link.
+    let probe = tmp.path().join("probe");
+    export(&conn, &probe, Format::Markdown, &all, |_, _| {}).unwrap();
+    let file = files(&probe)
+        .into_keys()
+        .find(|k| k.ends_with(".md"))
+        .unwrap();
+    let folder = file.split('/').next().unwrap().to_owned();
+    assert_ne!(folder, file, "the thread's file sits in a folder");
+
+    let out = tmp.path().join("out");
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join(&folder)).unwrap();
+    let e = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&folder) && msg.contains("symbolic link") && msg.contains("Remove the link"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    // A manifest entry behind a linked folder is not deleted through the link: it is reported, not counted.
+    std::fs::remove_file(out.join(&folder)).unwrap();
+    std::fs::write(elsewhere.join("x.md"), "keep me").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join("linked")).unwrap();
+    std::fs::write(
+        out.join(personkit_archive::export::MANIFEST),
+        r#"{"format":"markdown","render_version":1,"threads":{"gone":{"path":"linked/x.md","sha256":"x"}}}"#,
+    )
+    .unwrap();
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!((r.written, r.removed), (1, 0), "{r:?}");
+    assert_eq!(r.not_removed.len(), 1, "{r:?}");
+    assert!(r.not_removed[0].why.contains("symbolic link"), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("x.md")).unwrap(),
+        "keep me"
+    );
 }

@@ -167,7 +167,19 @@ fn an_unknown_signer_needs_trust() {
     let ours = key(2);
     let b = snap(&conn, &theirs);
     match read_verified(&b, &[ours.verifying_key()]) {
-        Err(SnapshotError::UnknownKey(k)) => assert_eq!(k, snapshot::public_hex(&theirs)),
+        Err(e @ SnapshotError::UnknownKey(_)) => {
+            let SnapshotError::UnknownKey(k) = &e else {
+                unreachable!()
+            };
+            assert_eq!(*k, snapshot::public_hex(&theirs));
+            // The message says what trusting means and where one's own key is shown, and hands out no
+            // paste-ready key: the signer's key could be anyone's.
+            let msg = e.to_string();
+            assert!(!msg.contains(k.as_str()), "{msg}");
+            assert!(msg.contains(&k[..16]), "{msg}");
+            assert!(msg.contains("trust it only if it is your own"), "{msg}");
+            assert!(msg.contains("personkit corpus snapshot"), "{msg}");
+        }
         other => panic!("expected an unknown key, got {other:?}"),
     }
     read_verified(&b, &[ours.verifying_key(), theirs.verifying_key()]).unwrap();

@@ -3,6 +3,8 @@
 //! `personkit_shared::network` read both; what only the export has is adapted here. Format facts:
 //! `../shared/docs/formats.md` and the fixture READMEs under `tests/fixtures/`.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use personkit_shared::network::{self, NetTurn, Surface};
 use serde_json::Value;
 
@@ -21,6 +23,31 @@ pub struct SourceConversation {
     /// When the conversation was last changed, milliseconds since the epoch (the time of turns without one).
     pub updated_at_ms: Option<i64>,
     pub turns: Vec<NetTurn>,
+    /// Messages of the source that could not be read, per reason (see [`unreadable_messages`]); the turns
+    /// above are the others.
+    pub unreadable: BTreeMap<String, u64>,
+}
+
+impl SourceConversation {
+    /// How many messages could not be read.
+    pub fn unreadable_count(&self) -> u64 {
+        self.unreadable.values().sum()
+    }
+}
+
+/// Why a message of a conversation could not be read: the reason's code and how the import report says it.
+pub const UNREADABLE_REASONS: [(&str, &str); 3] = [
+    ("not_an_object", "not a JSON object"),
+    ("no_id", "without a message id"),
+    ("not_understood", "not understood"),
+];
+
+/// The report's words for an unreadable reason code.
+pub fn unreadable_words(code: &str) -> &str {
+    UNREADABLE_REASONS
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map_or(code, |(_, w)| w)
 }
 
 /// Why one conversation could not be read (the others of the file still are).
@@ -115,12 +142,20 @@ pub fn read(format: Format, v: &Value) -> Result<SourceConversation, Unreadable>
     if format == Format::Claude {
         add_extracted_text(v, &mut conv.turns);
     }
+    let (listed, unreadable) = unreadable_messages(format, v, &conv.turns);
+    if listed > 0 && conv.turns.is_empty() {
+        return Err(fail(format!(
+            "none of its {listed} messages could be read ({}); the export may be damaged: download it again",
+            describe_unreadable(&unreadable)
+        )));
+    }
     let conversation_id = conv
         .conversation_id
         .clone()
         .or_else(|| id_hint.clone())
         .ok_or_else(|| fail("the conversation has no id".into()))?;
     Ok(SourceConversation {
+        unreadable,
         surface: surface.id().to_owned(),
         url: url_prefix.map(|p| format!("{p}{conversation_id}")),
         conversation_id,
@@ -128,6 +163,91 @@ pub fn read(format: Format, v: &Value) -> Result<SourceConversation, Unreadable>
         updated_at_ms: updated,
         turns: conv.turns,
     })
+}
+
+/// "2 not a JSON object, 1 without a message id": the counts of an unreadable map, for a report.
+pub fn describe_unreadable(unreadable: &BTreeMap<String, u64>) -> String {
+    unreadable
+        .iter()
+        .map(|(code, n)| format!("{n} {}", unreadable_words(code)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The messages a conversation lists (structural nodes without a message, like ChatGPT's and DeepSeek's roots,
+/// are not messages) and, per reason, those that did not become one of `turns`: an entry that is not an object,
+/// one without the id the site gives every message, or one the parser left out.
+pub fn unreadable_messages(
+    format: Format,
+    v: &Value,
+    turns: &[NetTurn],
+) -> (u64, BTreeMap<String, u64>) {
+    // Each listed message: its id, or why it has none.
+    let mut listed: Vec<Result<&str, &'static str>> = Vec::new();
+    let object = |x: &Value| x.is_object().then_some(()).ok_or("not_an_object");
+    match format {
+        Format::ChatGpt | Format::DeepSeek => {
+            for (id, node) in v
+                .get("mapping")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                let entry = object(node).and_then(|()| match node.get("message") {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(m) => object(m).and_then(|()| {
+                        if format == Format::ChatGpt && str_at(m, "id").is_none() {
+                            Err("no_id")
+                        } else {
+                            Ok(Some(id.as_str()))
+                        }
+                    }),
+                });
+                match entry {
+                    Ok(None) => {}
+                    Ok(Some(id)) => listed.push(Ok(id)),
+                    Err(why) => listed.push(Err(why)),
+                }
+            }
+        }
+        Format::Claude => {
+            for m in v
+                .get("chat_messages")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                listed.push(object(m).and_then(|()| str_at(m, "uuid").ok_or("no_id")));
+            }
+        }
+        Format::Grok => {
+            for item in v
+                .get("responses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let r = item.get("response").unwrap_or(item);
+                listed.push(object(item).and_then(|()| object(r)).and_then(|()| {
+                    str_at(r, "_id")
+                        .or_else(|| str_at(r, "responseId"))
+                        .ok_or("no_id")
+                }));
+            }
+        }
+        Format::Gemini | Format::GeminiHtml => {}
+    }
+    let keys: BTreeSet<&str> = turns.iter().map(|t| t.message_key.as_str()).collect();
+    let mut out = BTreeMap::new();
+    for entry in &listed {
+        let why = match entry {
+            Ok(id) if keys.contains(id) => continue,
+            Ok(_) => "not_understood",
+            Err(why) => why,
+        };
+        *out.entry(why.to_owned()).or_insert(0) += 1;
+    }
+    (listed.len() as u64, out)
 }
 
 /// Claude's export keeps the text claude.ai extracted from each attached file (`attachments[].extracted_content`);

@@ -23,6 +23,16 @@ struct Exchange {
     reply: String,
 }
 
+/// Why a record gave no turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// Other activity (feedback, settings): nothing to import.
+    NotATurn(String),
+    /// A record that should hold a prompt but cannot be read; the reason's code is one of
+    /// [`crate::formats::UNREADABLE_REASONS`].
+    Unreadable(&'static str),
+}
+
 /// Groups records as they stream in; yields a conversation whenever a gap closes one.
 #[derive(Debug, Default)]
 pub struct Grouper {
@@ -31,22 +41,27 @@ pub struct Grouper {
 
 impl Grouper {
     /// Takes one record. `Ok(Some(conv))` when the record started a new group and closed the previous one;
-    /// `Err` when the record is not a Gemini prompt (counted, nothing else happens).
-    pub fn push(&mut self, v: &Value) -> Result<Option<SourceConversation>, String> {
+    /// `Err` when the record is not a Gemini prompt, or is one that cannot be read (counted, nothing else
+    /// happens).
+    pub fn push(&mut self, v: &Value) -> Result<Option<SourceConversation>, Skip> {
+        if !v.is_object() {
+            return Err(Skip::Unreadable("not_an_object"));
+        }
         let Some(title) = v.get("title").and_then(Value::as_str) else {
-            return Err("an activity record without a title".into());
+            return Err(Skip::NotATurn("an activity record without a title".into()));
         };
         let Some(prompt) = title.strip_prefix("Prompted ") else {
-            return Err(format!(
+            return Err(Skip::NotATurn(format!(
                 "not a prompt record ({})",
                 personkit_shared::wire::quote_safely(title, 40)
-            ));
+            )));
         };
+        // The record's time is the only thing placing a prompt in a conversation.
         let at_ms = v
             .get("time")
             .and_then(Value::as_str)
             .and_then(personkit_shared::time::parse_rfc3339)
-            .ok_or_else(|| "a prompt record without a valid time".to_string())?;
+            .ok_or(Skip::Unreadable("not_understood"))?;
         let reply = v
             .get("safeHtmlItem")
             .and_then(Value::as_array)
@@ -116,6 +131,7 @@ impl Grouper {
             url: None,
             updated_at_ms: ex.last().map(|e| e.at_ms),
             turns,
+            unreadable: Default::default(),
         })
     }
 }

@@ -130,6 +130,11 @@ pub struct Summary {
     pub rejected_by_reason: BTreeMap<String, u64>,
     /// Turns with nothing to keep (empty system roots, empty messages), not sent.
     pub empty: u64,
+    /// Messages that could not be read (not an object, no id, not understood), not sent; each conversation
+    /// concerned is in `problems`.
+    pub messages_unreadable: u64,
+    /// The same per reason (`not_an_object`, `no_id`, `not_understood`).
+    pub messages_unreadable_by_reason: BTreeMap<String, u64>,
     /// Content types not understood, per type: each turn kept a `[unsupported: …]` placeholder.
     pub unknown_content: BTreeMap<String, u64>,
     pub problems: Vec<Problem>,
@@ -286,6 +291,18 @@ impl<'c> Sink<'c> {
         self.summary.conversations_failed += 1;
         self.summary.problems.push(p);
     }
+
+    /// Counts messages that could not be read, per reason; `problem` (when given) says where.
+    pub fn unreadable(&mut self, reasons: &BTreeMap<String, u64>, problem: Option<Problem>) {
+        let s = &mut self.summary;
+        for (why, n) in reasons {
+            s.messages_unreadable += n;
+            *s.messages_unreadable_by_reason
+                .entry(why.clone())
+                .or_default() += n;
+        }
+        s.problems.extend(problem);
+    }
 }
 
 /// How far an import is, for a progress bar.
@@ -308,6 +325,26 @@ impl<R: Read> Read for Counting<R> {
         self.n.set(self.n.get() + k as u64);
         Ok(k)
     }
+}
+
+/// Counts the activity records of a file that could not be read, as one problem of the file.
+fn report_records(sink: &mut Sink<'_>, file: &str, reasons: &BTreeMap<String, u64>) {
+    if reasons.is_empty() {
+        return;
+    }
+    let n: u64 = reasons.values().sum();
+    let problem = Problem {
+        file: file.to_owned(),
+        conversation_id: None,
+        index: None,
+        line: None,
+        column: None,
+        message: format!(
+            "{n} activity records could not be read and were skipped ({}); the others were imported",
+            formats::describe_unreadable(reasons)
+        ),
+    };
+    sink.unreadable(reasons, Some(problem));
 }
 
 /// Imports every conversations file at `path` (a zip, a folder or a JSON file) into the corpus. Parts that cannot
@@ -346,6 +383,8 @@ pub fn import_path(
             );
             let mut count = 0u64;
             let mut grouper = gemini::Grouper::default();
+            // Activity records that hold a prompt but cannot be read, per reason.
+            let mut unreadable_records: BTreeMap<String, u64> = BTreeMap::new();
             if format == Format::GeminiHtml {
                 // No streaming HTML parser here: the activity page is read whole (Takeout's are megabytes), up to
                 // a bound that keeps memory in hand.
@@ -381,28 +420,68 @@ pub fn import_path(
                     match grouper.push(&v) {
                         Ok(Some(conv)) => sink.put(&conv).map_err(ImportError::Storage)?,
                         Ok(None) => {}
-                        Err(_) => sink.summary.empty += 1,
+                        Err(gemini::Skip::NotATurn(_)) => sink.summary.empty += 1,
+                        Err(gemini::Skip::Unreadable(why)) => {
+                            *unreadable_records.entry(why.to_owned()).or_default() += 1;
+                        }
                     }
                 }
                 if let Some(conv) = grouper.finish() {
                     sink.put(&conv).map_err(ImportError::Storage)?;
                 }
+                report_records(&mut sink, &label, &unreadable_records);
                 return Ok((Ok(0), count));
             }
             let res = stream::walk(reader, format.shape(), |index, v| {
                 count += 1;
+                let v = match v {
+                    Ok(v) => v,
+                    Err(oversize) => {
+                        sink.failed(Problem {
+                            file: label.clone(),
+                            conversation_id: None,
+                            index: Some(index),
+                            line: None,
+                            column: None,
+                            message: oversize.describe(),
+                        });
+                        return Ok(());
+                    }
+                };
                 if format == Format::Gemini {
                     match grouper.push(&v) {
                         Ok(Some(conv)) => sink.put(&conv)?,
                         Ok(None) => {}
                         // Other activity (feedback, settings) carries no turn.
-                        Err(_) => sink.summary.empty += 1,
+                        Err(gemini::Skip::NotATurn(_)) => sink.summary.empty += 1,
+                        Err(gemini::Skip::Unreadable(why)) => {
+                            *unreadable_records.entry(why.to_owned()).or_default() += 1;
+                        }
                     }
                     return Ok(());
                 }
                 match formats::read(format, &v) {
                     Ok(conv) => {
                         drop(v);
+                        if !conv.unreadable.is_empty() {
+                            let problem = Problem {
+                                file: label.clone(),
+                                conversation_id: Some(personkit_shared::wire::quote_safely(
+                                    &conv.conversation_id,
+                                    80,
+                                )),
+                                index: Some(index),
+                                line: None,
+                                column: None,
+                                message: format!(
+                                    "{} of its {} messages could not be read and were skipped ({}); the others were imported",
+                                    conv.unreadable_count(),
+                                    conv.unreadable_count() + conv.turns.len() as u64,
+                                    formats::describe_unreadable(&conv.unreadable)
+                                ),
+                            };
+                            sink.unreadable(&conv.unreadable, Some(problem));
+                        }
                         sink.put(&conv)?;
                     }
                     Err(u) => sink.failed(Problem {
@@ -424,6 +503,7 @@ pub fn import_path(
             if let Some(conv) = grouper.finish() {
                 sink.put(&conv).map_err(ImportError::Storage)?;
             }
+            report_records(&mut sink, &label, &unreadable_records);
             Ok((res, count))
         })?;
         let (res, count) = walked;

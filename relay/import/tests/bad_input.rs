@@ -272,3 +272,114 @@ fn conversations_larger_and_smaller_than_a_batch_are_each_stored_whole() {
     );
     assert_eq!(count(&t.db, "SELECT count(*) FROM threads"), 302);
 }
+
+/// Imports `data` as the file `name` into a fresh corpus.
+fn import_file(name: &str, data: &Value) -> (Summary, Tmp) {
+    let t = tmp();
+    let file = t.root.join(name);
+    std::fs::write(&file, serde_json::to_vec(data).unwrap()).unwrap();
+    (import(&t.db, &file).unwrap(), t)
+}
+
+#[test]
+fn malformed_messages_are_counted_and_reported_in_every_format() {
+    let junk =
+        || json!([1, null, {"uuid": 5, "id": 5, "_id": 5, "sender": [], "text": {}, "content": 7}]);
+    // Claude: a conversation of nothing but junk, and one with a good message beside junk.
+    let claude = json!([
+        {"uuid": "c-bad", "name": "bad", "chat_messages": junk()},
+        {"uuid": "c-ok", "name": "ok", "chat_messages": [
+            1,
+            {"uuid": "m1", "sender": "human", "text": "hello there", "created_at": "2025-01-01T00:00:00Z"},
+            {"sender": "assistant", "text": "no id"}
+        ]}
+    ]);
+    // ChatGPT: nodes that are not objects, a message that is not one, a message without an id.
+    let chatgpt = json!([
+        {"id": "g-bad", "title": "bad", "mapping": {
+            "root": {"id": "root", "message": null, "children": ["a"]},
+            "a": 1, "b": {"message": "text"}, "c": {"message": {"author": {"role": "user"}}}
+        }},
+        {"id": "g-ok", "title": "ok", "mapping": {
+            "root": {"id": "root", "message": null, "children": ["m"]},
+            "m": {"id": "m", "parent": "root", "children": [], "message": {"id": "m", "author": {"role": "user"},
+                "content": {"content_type": "text", "parts": ["hi"]}, "create_time": 1700000000.0}},
+            "x": null
+        }}
+    ]);
+    // Grok: responses that are not objects or have no id.
+    let grok = json!({"conversations": [
+        {"conversation": {"id": "k-bad", "title": "bad"}, "responses": junk()},
+        {"conversation": {"id": "k-ok", "title": "ok"}, "responses": [
+            {"response": {"_id": "r1", "message": "hi", "sender": "human"}},
+            {"response": null}
+        ]}
+    ]});
+    // DeepSeek: nodes that are not objects, a message that is not one.
+    let deepseek = json!([
+        {"id": "d-bad", "title": "bad", "inserted_at": "2025-01-20T10:00:00Z", "mapping": {"root": {"id": "root", "children": []}, "1": 1, "2": {"message": [3]}}},
+        {"id": "d-ok", "title": "ok", "inserted_at": "2025-01-20T10:00:00Z", "mapping": {
+            "root": {"id": "root", "children": ["1"]},
+            "1": {"id": "1", "parent": "root", "children": [], "message": {"inserted_at": "2025-01-20T10:00:00Z",
+                "fragments": [{"type": "REQUEST", "content": "hi"}]}},
+            "2": null
+        }}
+    ]);
+    for (name, data, bad, ok) in [
+        ("conversations.json", claude, "c-bad", "c-ok"),
+        ("conversations.json", chatgpt, "g-bad", "g-ok"),
+        ("prod-grok-backend.json", grok, "k-bad", "k-ok"),
+        ("conversations.json", deepseek, "d-bad", "d-ok"),
+    ] {
+        let (s, t) = import_file(name, &data);
+        // The conversation with nothing readable is a failed one, named in the problems.
+        assert_eq!(
+            (s.conversations, s.conversations_failed),
+            (1, 1),
+            "{ok}: {s:#?}"
+        );
+        let p_bad = s
+            .problems
+            .iter()
+            .find(|p| p.conversation_id.as_deref() == Some(bad))
+            .unwrap_or_else(|| panic!("{bad} not in problems: {s:#?}"));
+        assert!(p_bad.message.contains("none of its"), "{p_bad}");
+        // The other is imported, its unreadable messages counted per reason and named in the problems.
+        let p_ok = s
+            .problems
+            .iter()
+            .find(|p| p.conversation_id.as_deref() == Some(ok))
+            .unwrap_or_else(|| panic!("{ok} not in problems: {s:#?}"));
+        assert!(p_ok.message.contains("could not be read"), "{p_ok}");
+        assert!(s.messages_unreadable >= 1, "{ok}: {s:#?}");
+        assert_eq!(
+            s.messages_unreadable,
+            s.messages_unreadable_by_reason.values().sum::<u64>()
+        );
+        assert_eq!(s.stored, 1, "{ok}: {s:#?}");
+        assert_eq!(count(&t.db, "SELECT count(*) FROM messages"), 1);
+    }
+
+    // Gemini: an activity record that is not an object, and a prompt without a time, beside a good prompt.
+    let gemini = json!([
+        1,
+        {"header": "Gemini Apps", "title": "Prompted lost", "time": 3},
+        {"header": "Gemini Apps", "title": "Prompted kept", "time": "2025-05-02T10:00:00.000Z",
+            "safeHtmlItem": [{"html": "<p>yes</p>"}]},
+        {"header": "Gemini Apps", "title": "Gave feedback: Good response", "time": "2025-05-02T09:55:00.000Z"}
+    ]);
+    let (s, _t) = import_file("MyActivity.json", &gemini);
+    assert_eq!(s.messages_unreadable, 2, "{s:#?}");
+    assert_eq!(s.messages_unreadable_by_reason["not_an_object"], 1);
+    assert_eq!(
+        s.empty, 1,
+        "feedback is other activity, not an unreadable record"
+    );
+    assert!(
+        s.problems
+            .iter()
+            .any(|p| p.message.contains("2 activity records could not be read")),
+        "{s:#?}"
+    );
+    assert_eq!(s.stored, 2);
+}

@@ -88,6 +88,9 @@ fn print_report(r: &Report) {
         "exported {} threads as {} to {}: {} written, {} unchanged, {} removed",
         r.threads, r.format, r.out, r.written, r.unchanged, r.removed
     );
+    for n in &r.not_removed {
+        eprintln!("personkit: not removed: {}: {}", n.path, n.why);
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -115,6 +115,12 @@ fn print_summary(s: &Summary) {
     if s.empty > 0 {
         println!("  empty turns skipped: {}", s.empty);
     }
+    for (reason, n) in &s.messages_unreadable_by_reason {
+        println!(
+            "  messages that could not be read, skipped: {n} {}",
+            personkit_import::formats::unreadable_words(reason)
+        );
+    }
     for (what, n) in &s.unknown_content {
         println!("  not understood, kept as a placeholder: {what} ({n})");
     }

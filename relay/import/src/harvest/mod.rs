@@ -401,6 +401,7 @@ impl Collected {
                     url: None,
                     updated_at_ms: None,
                     turns: Vec::new(),
+                    unreadable: Default::default(),
                 });
                 self.convs.len() - 1
             }
