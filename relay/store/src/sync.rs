@@ -1425,9 +1425,7 @@ mod tests {
         let victim = message_id(&a, tx);
         let at = fmt_time(NOW);
         let hash = "a".repeat(64);
-        let tomb = |id: String, thread: &str| {
-            serde_json::json!({"kind": "tombstone", "id": id, "thread_id": thread, "forgotten_at": at})
-        };
+        let tomb = |id: String, thread: &str| serde_json::json!({"kind": "tombstone", "id": id, "thread_id": thread, "forgotten_at": at});
         let page = vec![
             // The id of a message of x, said to be of y.
             tomb(victim.clone(), ty),
@@ -1464,7 +1462,10 @@ mod tests {
             .unwrap();
         assert_eq!(
             tombs,
-            vec![format!("key:{ty}|site-2"), format!("words:{ty}|user|{hash}")]
+            vec![
+                format!("key:{ty}|site-2"),
+                format!("words:{ty}|user|{hash}")
+            ]
         );
         // The same id with its own thread removes it.
         let r = apply_page(&mut a, &[tomb(victim.clone(), tx)], source(), NOW).unwrap();
