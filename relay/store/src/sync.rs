@@ -832,7 +832,11 @@ pub fn apply_page(
         // Tombstones first: a message of this page that one of them names is then refused like any other.
         let mut touched: BTreeSet<String> = BTreeSet::new();
         if !tombstones.is_empty() {
-            out.removed += apply_tombstones(&tx, &tombstones, &now_s, &mut out)?;
+            let page_messages: HashMap<&str, &str> = messages
+                .iter()
+                .map(|(_, m)| (m.id.as_str(), m.thread_id.as_str()))
+                .collect();
+            out.removed += apply_tombstones(&tx, &tombstones, &page_messages, &now_s, &mut out)?;
         }
         let head_before = head(&tx)?;
         let mut merged = false;
@@ -890,23 +894,28 @@ pub fn apply_page(
 }
 
 /// Inserts the tombstones (the earliest forget time wins) and removes what they name: a message by its id, or
-/// by the site's id (`key:` tombstones). A tombstone whose id is known here in another thread (a message or a
-/// tombstone of that id) is rejected: it would delete or block a turn of a thread it does not name. Returns how
-/// many messages went.
+/// by the site's id (`key:` tombstones). A tombstone whose id is known in another thread (a message here or in
+/// the page, or a tombstone here) is rejected: it would delete or block a turn of a thread it does not name.
+/// Returns how many messages went.
 fn apply_tombstones(
     tx: &Transaction<'_>,
     tombstones: &[(usize, TombstoneItem)],
+    page_messages: &HashMap<&str, &str>,
     now_s: &str,
     out: &mut Applied,
 ) -> Result<u64, DbError> {
     crate::forget::prepare_selection(tx)?;
     for (index, t) in tombstones {
-        let elsewhere = tx
-            .prepare_cached(
-                "SELECT 1 FROM messages WHERE id = ?1 AND thread_id <> ?2
+        let in_page = page_messages
+            .get(t.id.as_str())
+            .is_some_and(|thread| *thread != t.thread_id);
+        let elsewhere = in_page
+            || tx
+                .prepare_cached(
+                    "SELECT 1 FROM messages WHERE id = ?1 AND thread_id <> ?2
                  UNION ALL SELECT 1 FROM forgotten_messages WHERE id = ?1 AND thread_id <> ?2",
-            )?
-            .exists(params![t.id, t.thread_id])?;
+                )?
+                .exists(params![t.id, t.thread_id])?;
         if elsewhere {
             out.rejected.push(reject(
                 *index,
@@ -1473,6 +1482,20 @@ mod tests {
         // And a tombstone of it naming another thread is refused, as the message's own one stays.
         let r = apply_page(&mut a, &[tomb(victim, ty)], source(), NOW).unwrap();
         assert_eq!(r.rejected[0].code, "tombstone_thread_mismatch", "{r:?}");
+
+        // A message new here, with a tombstone of its id naming another thread in the same page: the message lands.
+        let (_d2, mut b) = corpus("b");
+        let mut items = all_pages(&a);
+        let msg = items
+            .iter()
+            .find(|v| v["kind"] == "message")
+            .unwrap()
+            .clone();
+        let id = msg["id"].as_str().unwrap().to_owned();
+        items.insert(0, tomb(id.clone(), tx));
+        let r = apply_page(&mut b, &items, source(), NOW).unwrap();
+        assert_eq!(r.rejected[0].code, "tombstone_thread_mismatch", "{r:?}");
+        assert_eq!(message_id(&b, ty), id);
     }
 
     #[test]
