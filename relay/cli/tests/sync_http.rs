@@ -277,6 +277,130 @@ fn two_relays_sync_both_ways_forget_everywhere_and_revoke_at_once() {
     }
 }
 
+/// A loopback listener standing in for a peer relay: it pairs (any code gets a sync token) and answers every other
+/// request with a 302 to the same path on `to`.
+fn redirecting_peer(to: String) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            let path = line.split(' ').nth(1).unwrap_or("/").to_owned();
+            let mut len = 0usize;
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+                if let Some((k, v)) = h.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            std::io::Read::read_exact(&mut reader, &mut vec![0; len]).ok();
+            let answer = if path == "/v1/sync/pair" {
+                let body = serde_json::json!({"token": "pks_stand_in", "relay_id": "stand-in-peer",
+                    "name": "stand-in"})
+                .to_string();
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            } else {
+                format!(
+                    "HTTP/1.1 302 Found\r\nLocation: {to}{path}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+            };
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    base
+}
+
+/// A page of the relay `relay_id` carrying one turn with `word`.
+fn page_with_a_turn(relay_id: &str, word: &str) -> Value {
+    let (_t, db) = kit::temp_db();
+    let mut c = personkit_store::db::open(&db).unwrap();
+    let turn = turn_at(
+        SURFACE,
+        "injected",
+        kit::alternating_role(0),
+        &format!("an injected turn {word}"),
+        Some(0),
+        None,
+        "2026-11-20T09:00:00Z",
+    );
+    personkit_store::ingest::ingest_observations(
+        &mut c,
+        &personkit_store::ingest::Origin {
+            device_id: "dev".into(),
+        },
+        &[serde_json::from_value(turn).unwrap()],
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    let mut page = serde_json::to_value(personkit_store::sync::page(&c, 0, 1000).unwrap()).unwrap();
+    page["relay_id"] = relay_id.into();
+    page
+}
+
+#[test]
+fn a_peer_redirecting_its_pages_elsewhere_is_not_followed_and_shows_an_error() {
+    // The listener the redirect points at stands in for a plain-http host elsewhere (tests use loopback only); it
+    // serves a valid page with a turn, which must not land.
+    let page = page_with_a_turn("stand-in-peer", "kiwiredirect");
+    let foreign = kit::StandIn::start(move |_, _| (200, page.clone()));
+    let peer = redirecting_peer(foreign.base.clone());
+    let (_t, db) = kit::temp_db();
+    let a = Relay::start(&db, &["--sync-interval", "3600"]);
+    let added = a.cli_json(&["sync", "add", &peer, "--code", "ABCD-EFGH", "--json"]);
+    assert_eq!(added["peer_id"], "stand-in-peer", "{added}");
+
+    let out = a.cli(&["sync", "now", "--json"]);
+    assert!(
+        !out.status.success(),
+        "a round with a redirecting peer fails"
+    );
+    let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(v["peers"][0]["ok"], false, "{v}");
+    assert_eq!(v["peers"][0]["error"]["code"], "redirect_refused", "{v}");
+    assert!(
+        foreign.seen.lock().unwrap().is_empty(),
+        "the redirect was followed"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM messages WHERE content LIKE ?1",
+            "%kiwiredirect%"
+        ),
+        0,
+        "the page behind the redirect was applied"
+    );
+    let listed = a.cli_json(&["sync", "list", "--json"]);
+    assert!(
+        listed[0]["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("redirect_refused"),
+        "{listed}"
+    );
+    let table = a.cli(&["sync", "list"]);
+    assert!(
+        table.stdout.contains("redirect_refused"),
+        "{}",
+        table.stdout
+    );
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The property.
 

@@ -705,12 +705,46 @@ fn check_message(m: &MessageItem) -> Result<(Role, Path), (&'static str, String)
     Ok((role, path))
 }
 
+/// What a tombstone id names: a message id (a UUID in its stored form), or a turn of one thread by another of its
+/// identities (`key:<thread>|<site id>`, `words:<thread>|<role>|<hash>`), which carries that thread.
+enum TombstoneName<'a> {
+    Message,
+    InThread(&'a str),
+}
+
+/// Prefixes of tombstone ids that name their thread first.
+const THREAD_PREFIXES: [&str; 2] = ["key:", "words:"];
+
+fn tombstone_name(id: &str) -> Option<TombstoneName<'_>> {
+    if let Some(rest) = THREAD_PREFIXES.iter().find_map(|p| id.strip_prefix(p)) {
+        let (thread, name) = rest.split_once('|')?;
+        return (!thread.is_empty() && !name.is_empty()).then_some(TombstoneName::InThread(thread));
+    }
+    let canonical = uuid::Uuid::parse_str(id).ok()?.hyphenated().to_string();
+    (canonical == id).then_some(TombstoneName::Message)
+}
+
 fn check_tombstone(t: &TombstoneItem) -> Result<(), (&'static str, String)> {
     if uuid::Uuid::parse_str(&t.thread_id).is_err()
         || !short(&t.id)
         || t.id.len() > 2 * MAX_FIELD_BYTES
     {
         return Err(("invalid_tombstone", "tombstone ids are not valid".into()));
+    }
+    match tombstone_name(&t.id) {
+        None => {
+            return Err((
+                "invalid_tombstone",
+                "tombstone id is not a message id, a key: id or a words: id".into(),
+            ));
+        }
+        Some(TombstoneName::InThread(thread)) if thread != t.thread_id => {
+            return Err((
+                "tombstone_thread_mismatch",
+                "the tombstone's id names another thread than its thread_id".into(),
+            ));
+        }
+        Some(_) => {}
     }
     if !canonical_time(&t.forgotten_at) {
         return Err((
@@ -777,14 +811,14 @@ pub fn apply_page(
     let mut out = Applied::default();
     let mut threads: HashMap<String, ThreadItem> = HashMap::new();
     let mut messages: Vec<(usize, Box<MessageItem>)> = Vec::new();
-    let mut tombstones: Vec<TombstoneItem> = Vec::new();
+    let mut tombstones: Vec<(usize, TombstoneItem)> = Vec::new();
     for (index, v) in items.iter().enumerate() {
         match parse_item(index, v) {
             Ok(Item::Thread(t)) => {
                 threads.insert(t.id.clone(), t);
             }
             Ok(Item::Message(m)) => messages.push((index, m)),
-            Ok(Item::Tombstone(t)) => tombstones.push(t),
+            Ok(Item::Tombstone(t)) => tombstones.push((index, t)),
             Err(r) => out.rejected.push(r),
         }
     }
@@ -798,7 +832,11 @@ pub fn apply_page(
         // Tombstones first: a message of this page that one of them names is then refused like any other.
         let mut touched: BTreeSet<String> = BTreeSet::new();
         if !tombstones.is_empty() {
-            out.removed += apply_tombstones(&tx, &tombstones, &now_s, &mut out)?;
+            let page_messages: HashMap<&str, &str> = messages
+                .iter()
+                .map(|(_, m)| (m.id.as_str(), m.thread_id.as_str()))
+                .collect();
+            out.removed += apply_tombstones(&tx, &tombstones, &page_messages, &now_s, &mut out)?;
         }
         let head_before = head(&tx)?;
         let mut merged = false;
@@ -856,15 +894,36 @@ pub fn apply_page(
 }
 
 /// Inserts the tombstones (the earliest forget time wins) and removes what they name: a message by its id, or
-/// by the site's id (`key:` tombstones). Returns how many messages went.
+/// by the site's id (`key:` tombstones). A tombstone whose id is known in another thread (a message here or in
+/// the page, or a tombstone here) is rejected: it would delete or block a turn of a thread it does not name.
+/// Returns how many messages went.
 fn apply_tombstones(
     tx: &Transaction<'_>,
-    tombstones: &[TombstoneItem],
+    tombstones: &[(usize, TombstoneItem)],
+    page_messages: &HashMap<&str, &str>,
     now_s: &str,
     out: &mut Applied,
 ) -> Result<u64, DbError> {
     crate::forget::prepare_selection(tx)?;
-    for t in tombstones {
+    for (index, t) in tombstones {
+        let in_page = page_messages
+            .get(t.id.as_str())
+            .is_some_and(|thread| *thread != t.thread_id);
+        let elsewhere = in_page
+            || tx
+                .prepare_cached(
+                    "SELECT 1 FROM messages WHERE id = ?1 AND thread_id <> ?2
+                 UNION ALL SELECT 1 FROM forgotten_messages WHERE id = ?1 AND thread_id <> ?2",
+                )?
+                .exists(params![t.id, t.thread_id])?;
+        if elsewhere {
+            out.rejected.push(reject(
+                *index,
+                "tombstone_thread_mismatch",
+                "the tombstone's id belongs to another thread here than its thread_id",
+            ));
+            continue;
+        }
         let inserted = tx
             .prepare_cached(
                 "INSERT INTO forgotten_messages (id, thread_id, forgotten_at) VALUES (?1, ?2, ?3)
@@ -887,7 +946,8 @@ fn apply_tombstones(
 }
 
 /// Inserts nothing: a thread row is created with its first message ([`apply_message`]). An existing one takes
-/// the earlier first-seen time, the later last-seen time, and the title and URL of the later sighting.
+/// the earlier first-seen time, the later last-seen time, and the title and URL of the later sighting. Answers
+/// whether a value changed (a page seen before changes nothing and says so).
 fn merge_thread(tx: &Transaction<'_>, t: &ThreadItem) -> Result<bool, DbError> {
     let changed = tx
         .prepare_cached(
@@ -900,7 +960,11 @@ fn merge_thread(tx: &Transaction<'_>, t: &ThreadItem) -> Result<bool, DbError> {
                 last_seen_at = max(last_seen_at, ?5),
                 origin_device = CASE WHEN (?6, ?7) < (origin_device, origin_seq) THEN ?6 ELSE origin_device END,
                 origin_seq = CASE WHEN (?6, ?7) < (origin_device, origin_seq) THEN ?7 ELSE origin_seq END
-             WHERE id = ?1 AND (title IS NOT coalesce(?2, title) OR url IS NOT coalesce(?3, url)
+             WHERE id = ?1 AND (
+                (?2 IS NOT NULL AND ?2 IS NOT title AND (title IS NULL OR ?5 > last_seen_at
+                    OR (?5 = last_seen_at AND ?2 > title)))
+                OR (?3 IS NOT NULL AND ?3 IS NOT url AND (url IS NULL OR ?5 > last_seen_at
+                    OR (?5 = last_seen_at AND ?3 > url)))
                 OR first_seen_at > ?4 OR last_seen_at < ?5 OR (?6, ?7) < (origin_device, origin_seq))",
         )?
         .execute(params![
@@ -1343,6 +1407,130 @@ mod tests {
         );
         assert_eq!(r.stored, 1, "the valid message beside them lands: {r:?}");
         assert_eq!(canonical_dump(&a).unwrap(), canonical_dump(&b).unwrap());
+    }
+
+    fn message_id(conn: &Connection, thread: &str) -> String {
+        conn.query_row(
+            "SELECT id FROM messages WHERE thread_id = ?1",
+            [thread],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_tombstone_naming_another_thread_is_rejected_and_removes_nothing() {
+        let (_d, mut a) = corpus("a");
+        let origin = Origin {
+            device_id: "dev".into(),
+        };
+        let batch = vec![
+            obs("x", "keep this turn", 0, "2026-11-20T09:00:00Z"),
+            obs("y", "other thread", 0, "2026-11-20T09:00:00Z"),
+        ];
+        ingest_observations(&mut a, &origin, &batch, NOW).unwrap();
+        let (tx, ty) = (&batch[0].thread_id, &batch[1].thread_id);
+        let victim = message_id(&a, tx);
+        let at = fmt_time(NOW);
+        let hash = "a".repeat(64);
+        let tomb = |id: String, thread: &str| serde_json::json!({"kind": "tombstone", "id": id, "thread_id": thread, "forgotten_at": at});
+        let page = vec![
+            // The id of a message of x, said to be of y.
+            tomb(victim.clone(), ty),
+            // Prefixed ids name their own thread, which must be the tombstone's.
+            tomb(format!("key:{tx}|site-1"), ty),
+            tomb(format!("words:{tx}|user|{hash}"), ty),
+            tomb("not-an-id".into(), ty),
+            tomb(victim.to_uppercase(), tx),
+            // Beside them, well-formed tombstones of y land.
+            tomb(format!("key:{ty}|site-2"), ty),
+            tomb(format!("words:{ty}|user|{hash}"), ty),
+        ];
+        let r = apply_page(&mut a, &page, source(), NOW).unwrap();
+        let codes: Vec<(usize, &str)> = r.rejected.iter().map(|x| (x.index, x.code)).collect();
+        assert_eq!(
+            codes,
+            vec![
+                (1, "tombstone_thread_mismatch"),
+                (2, "tombstone_thread_mismatch"),
+                (3, "invalid_tombstone"),
+                (4, "invalid_tombstone"),
+                (0, "tombstone_thread_mismatch"),
+            ],
+            "{r:?}"
+        );
+        assert_eq!((r.removed, r.stored), (0, 2), "{r:?}");
+        assert_eq!(message_id(&a, tx), victim, "the turn of x stays");
+        let tombs: Vec<String> = a
+            .prepare("SELECT id FROM forgotten_messages ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            tombs,
+            vec![
+                format!("key:{ty}|site-2"),
+                format!("words:{ty}|user|{hash}")
+            ]
+        );
+        // The same id with its own thread removes it.
+        let r = apply_page(&mut a, &[tomb(victim.clone(), tx)], source(), NOW).unwrap();
+        assert_eq!((r.removed, r.rejected.len()), (1, 0), "{r:?}");
+        // And a tombstone of it naming another thread is refused, as the message's own one stays.
+        let r = apply_page(&mut a, &[tomb(victim, ty)], source(), NOW).unwrap();
+        assert_eq!(r.rejected[0].code, "tombstone_thread_mismatch", "{r:?}");
+
+        // A message new here, with a tombstone of its id naming another thread in the same page: the message lands.
+        let (_d2, mut b) = corpus("b");
+        let mut items = all_pages(&a);
+        let msg = items
+            .iter()
+            .find(|v| v["kind"] == "message")
+            .unwrap()
+            .clone();
+        let id = msg["id"].as_str().unwrap().to_owned();
+        items.insert(0, tomb(id.clone(), tx));
+        let r = apply_page(&mut b, &items, source(), NOW).unwrap();
+        assert_eq!(r.rejected[0].code, "tombstone_thread_mismatch", "{r:?}");
+        assert_eq!(message_id(&b, ty), id);
+    }
+
+    #[test]
+    fn a_replayed_page_counts_as_unchanged_where_this_relay_saw_the_thread_later() {
+        let origin = Origin {
+            device_id: "dev".into(),
+        };
+        let (_d1, mut a) = corpus("a");
+        let mut early = obs("x", "hello there", 0, "2026-11-20T09:00:00Z");
+        early.title = Some("Old title".into());
+        ingest_observations(
+            &mut a,
+            &origin,
+            &[
+                early.clone(),
+                obs("x", "an answer", 1, "2026-11-20T09:01:00Z"),
+                obs("z", "to forget", 0, "2026-11-20T09:00:00Z"),
+            ],
+            NOW,
+        )
+        .unwrap();
+        let z = obs("z", "to forget", 0, "2026-11-20T09:00:00Z").thread_id;
+        crate::forget::forget(&mut a, &crate::forget::Selection::thread(&z), NOW).unwrap();
+        let (_d2, mut b) = corpus("b");
+        let mut late = obs("x", "a later question", 2, "2026-11-21T09:00:00Z");
+        late.title = Some("New title".into());
+        ingest_observations(&mut b, &origin, &[late], NOW).unwrap();
+        let page = all_pages(&a);
+        assert!(page.iter().any(|v| v["kind"] == "tombstone"), "{page:?}");
+        let first = apply_page(&mut b, &page, source(), NOW).unwrap();
+        assert!(first.stored > 0 && first.rejected.is_empty(), "{first:?}");
+        let dump = canonical_dump(&b).unwrap();
+        let again = apply_page(&mut b, &page, source(), NOW).unwrap();
+        assert_eq!(again.stored, 0, "{again:?}");
+        assert!(again.unchanged >= 3, "messages and tombstones: {again:?}");
+        assert_eq!(canonical_dump(&b).unwrap(), dump);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! ([`check_url`]); tokens never appear in logs or errors; a peer's answer is read with a size limit and each item
 //! is checked by the store before anything is written.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use personkit_store::Connection;
 use personkit_store::sync::{self, Applied, Outgoing, Page, Source, SyncToken};
@@ -19,8 +19,18 @@ use time::OffsetDateTime;
 pub const MAX_PAGE_BODY: u64 = 64 * 1024 * 1024;
 /// Entries asked for per page.
 pub const PAGE_ITEMS: usize = sync::DEFAULT_PAGE_ITEMS;
-/// Most pages one round pulls or pushes (a round that has more stops and the next round goes on).
-const MAX_PAGES_PER_ROUND: usize = 100_000;
+/// Most pages one round pulls and pushes together. A round that reaches it stops with a `round_limit` error
+/// (the peer's status in `sync list`) and the next round goes on from the cursor.
+pub const MAX_PAGES_PER_ROUND: u32 = 10_000;
+/// Most pulled pages per round that hold no item yet say more follows. A relay's page holds at least one item
+/// unless its rows went between listing and reading them, so more than a few is a peer walking its cursor one
+/// step at a time: the round stops with an `empty_pages` error.
+pub const MAX_EMPTY_PAGES_PER_ROUND: u32 = 8;
+/// Longest wall time of one round, requests included (each request's timeout is cut to what is left). A round
+/// that reaches it stops with a `round_limit` error and the next round goes on from the cursor.
+pub const MAX_ROUND_TIME: Duration = Duration::from_secs(10 * 60);
+/// Longest single request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A sync failure, in the `{code, message, hint}` shape of every personkit error.
 #[derive(Debug, Clone, thiserror::Error, Serialize)]
@@ -98,13 +108,38 @@ fn is_loopback(host: &str) -> bool {
             .is_ok_and(|a| a.is_loopback())
 }
 
+/// The HTTP client of every call to a peer. It follows no redirect: a hop would bypass [`check_url`] (a peer could
+/// send this relay to a plain-http host and have its answer applied); a redirect answer is an error instead.
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(120)))
+        .timeout_global(Some(REQUEST_TIMEOUT))
         .timeout_connect(Some(Duration::from_secs(10)))
         .http_status_as_error(false)
+        .max_redirects(0)
         .build()
         .into()
+}
+
+/// The error for an answer other than 200: a redirect says it is not followed, else the peer's own error.
+fn answer_error(resp: &ureq::http::Response<ureq::Body>, status: u16, body: &[u8]) -> SyncError {
+    if (300..400).contains(&status) {
+        let to = resp
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(
+                || "elsewhere".to_owned(),
+                |l| format!("to {:?}", personkit_shared_quote(l)),
+            );
+        return SyncError::new(
+            "redirect_refused",
+            format!(
+                "the peer answered HTTP {status}, a redirect {to}; sync follows no redirects and stored nothing of it"
+            ),
+            "give `personkit sync add` the relay's own URL (https://…, or http:// to a loopback address), not one that redirects",
+        );
+    }
+    peer_error(status, body)
 }
 
 /// An error answer of a peer (`{code, message, hint}`), or a made-up one for a body that is not that shape.
@@ -176,7 +211,7 @@ pub fn pair(url: &str, code: &str, relay_id: &str, name: &str) -> Result<Paired,
     let status = resp.status().as_u16();
     let bytes = read_body(&mut resp, &base)?;
     if status != 200 {
-        return Err(peer_error(status, &bytes));
+        return Err(answer_error(&resp, status, &bytes));
     }
     #[derive(Deserialize)]
     struct Answer {
@@ -234,15 +269,121 @@ pub struct Report {
     pub pushed: Applied,
 }
 
+/// How much one round may do.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    pages: u32,
+    empty_pages: u32,
+    time: Duration,
+}
+
+const LIMITS: Limits = Limits {
+    pages: MAX_PAGES_PER_ROUND,
+    empty_pages: MAX_EMPTY_PAGES_PER_ROUND,
+    time: MAX_ROUND_TIME,
+};
+
+/// What a round has used of its [`Limits`].
+struct Budget {
+    limits: Limits,
+    started: Instant,
+    pages: u32,
+    empty_pages: u32,
+}
+
+impl Budget {
+    fn new(limits: Limits) -> Budget {
+        Budget {
+            limits,
+            started: Instant::now(),
+            pages: 0,
+            empty_pages: 0,
+        }
+    }
+
+    fn time_left(&self) -> Duration {
+        self.limits.time.saturating_sub(self.started.elapsed())
+    }
+
+    fn out_of_time(&self) -> SyncError {
+        self.stopped(format!(
+            "the round stopped after {} s ({} pages)",
+            self.limits.time.as_secs(),
+            self.pages
+        ))
+    }
+
+    /// A request that failed: when the round's time ran out meanwhile (its timeout was cut to it), that is why.
+    fn failed(&self, e: SyncError) -> SyncError {
+        if self.time_left().is_zero() {
+            self.out_of_time()
+        } else {
+            e
+        }
+    }
+
+    /// Before a request: the timeout it gets, or the error that ends the round.
+    fn next_request(&self) -> Result<Duration, SyncError> {
+        let left = self.time_left();
+        if left.is_zero() {
+            return Err(self.out_of_time());
+        }
+        if self.pages >= self.limits.pages {
+            return Err(self.stopped(format!(
+                "the round stopped after {} pages",
+                self.limits.pages
+            )));
+        }
+        Ok(left.min(REQUEST_TIMEOUT))
+    }
+
+    fn stopped(&self, what: String) -> SyncError {
+        SyncError::new(
+            "round_limit",
+            format!("{what}, the most one round does; what arrived until then is stored"),
+            "the next round goes on from where this one stopped; if this repeats with little arriving, check the peer",
+        )
+    }
+
+    fn page_done(&mut self, pulled_empty_with_more: bool) -> Result<(), SyncError> {
+        self.pages += 1;
+        if pulled_empty_with_more {
+            self.empty_pages += 1;
+            if self.empty_pages > self.limits.empty_pages {
+                return Err(SyncError::new(
+                    "empty_pages",
+                    format!(
+                        "the peer answered {} pages with no items that each said more follows; the round stopped",
+                        self.empty_pages
+                    ),
+                    "a relay's pages hold items; update the peer to the same personkit version, or revoke it if it is not yours",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One round with `peer`: pull, then push. `now` gives the time of each commit. A failure keeps what was
-/// committed (cursors included) and is recorded as the peer's last error.
+/// committed (cursors included) and is recorded as the peer's last error. A round is bounded
+/// ([`MAX_PAGES_PER_ROUND`], [`MAX_EMPTY_PAGES_PER_ROUND`], [`MAX_ROUND_TIME`]).
 pub fn sync_peer(
     conn: &mut Connection,
     peer: &Outgoing,
     now: &dyn Fn() -> OffsetDateTime,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Report, SyncError> {
-    let result = round(conn, peer, now, progress);
+    sync_peer_within(conn, peer, now, progress, LIMITS)
+}
+
+fn sync_peer_within(
+    conn: &mut Connection,
+    peer: &Outgoing,
+    now: &dyn Fn() -> OffsetDateTime,
+    progress: &mut dyn FnMut(Progress),
+    limits: Limits,
+) -> Result<Report, SyncError> {
+    let result = round(conn, peer, now, progress, &mut Budget::new(limits));
     let error = result
         .as_ref()
         .err()
@@ -256,6 +397,7 @@ fn round(
     out: &Outgoing,
     now: &dyn Fn() -> OffsetDateTime,
     progress: &mut dyn FnMut(Progress),
+    budget: &mut Budget,
 ) -> Result<Report, SyncError> {
     let base = check_url(out.peer.url.as_deref().unwrap_or_default())?;
     let agent = agent();
@@ -268,17 +410,21 @@ fn round(
     // Pull.
     let mut cursor = out.peer.pull_cursor;
     let mut done = 0u64;
-    for _ in 0..MAX_PAGES_PER_ROUND {
+    loop {
+        let timeout = budget.next_request()?;
         let target = format!("{base}/v1/sync/pages?after={cursor}&limit={PAGE_ITEMS}");
         let mut resp = agent
             .get(&target)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
             .header("Authorization", &auth)
             .call()
-            .map_err(|e| unreachable(&base, &e))?;
+            .map_err(|e| budget.failed(unreachable(&base, &e)))?;
         let status = resp.status().as_u16();
-        let bytes = read_body(&mut resp, &base)?;
+        let bytes = read_body(&mut resp, &base).map_err(|e| budget.failed(e))?;
         if status != 200 {
-            return Err(peer_error(status, &bytes));
+            return Err(answer_error(&resp, status, &bytes));
         }
         let page: Page = serde_json::from_slice(&bytes).map_err(|e| {
             SyncError::new(
@@ -326,6 +472,7 @@ fn round(
             done,
             total: done + page.remaining.max(0) as u64,
         });
+        budget.page_done(n == 0 && page.more)?;
         if !page.more {
             break;
         }
@@ -333,11 +480,12 @@ fn round(
     // Push.
     let mut cursor = sync::push_cursor(conn, &out.peer.id)?;
     let mut done = 0u64;
-    for _ in 0..MAX_PAGES_PER_ROUND {
+    loop {
         let page = sync::page(conn, cursor, PAGE_ITEMS)?;
         if page.next == cursor {
             break;
         }
+        let timeout = budget.next_request()?;
         let target = format!("{base}/v1/sync/pages");
         let body = serde_json::to_vec(&page).map_err(|e| {
             SyncError::new(
@@ -348,14 +496,17 @@ fn round(
         })?;
         let mut resp = agent
             .post(&target)
+            .config()
+            .timeout_global(Some(timeout))
+            .build()
             .header("Authorization", &auth)
             .header("Content-Type", "application/json")
             .send(&body[..])
-            .map_err(|e| unreachable(&base, &e))?;
+            .map_err(|e| budget.failed(unreachable(&base, &e)))?;
         let status = resp.status().as_u16();
-        let bytes = read_body(&mut resp, &base)?;
+        let bytes = read_body(&mut resp, &base).map_err(|e| budget.failed(e))?;
         if status != 200 {
-            return Err(peer_error(status, &bytes));
+            return Err(answer_error(&resp, status, &bytes));
         }
         let applied: Applied = serde_json::from_slice::<AppliedAnswer>(&bytes)
             .map(AppliedAnswer::into_applied)
@@ -376,6 +527,7 @@ fn round(
             done,
             total: done + page.remaining.max(0) as u64,
         });
+        budget.page_done(false)?;
         if !page.more {
             break;
         }
@@ -438,9 +590,227 @@ pub fn sync_all(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    type Answer = (u16, Vec<(&'static str, String)>, String);
+
+    /// A small HTTP/1.1 server on a loopback port standing in for a peer: `answer(n, path)` answers its n-th
+    /// request (from 0); one connection per request. Returns its base URL and the paths it was asked for.
+    fn fake_peer(
+        answer: impl Fn(usize, &str) -> Answer + Send + 'static,
+    ) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let log = asked.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                let path = line.split(' ').nth(1).unwrap_or("").to_owned();
+                let mut length = 0usize;
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some((k, v)) = h.split_once(':')
+                        && k.eq_ignore_ascii_case("content-length")
+                    {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let n = {
+                    let mut l = log.lock().unwrap();
+                    l.push(path.clone());
+                    l.len() - 1
+                };
+                let (status, headers, body) = answer(n, &path);
+                let mut out = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+                    body.len()
+                );
+                for (k, v) in headers {
+                    out.push_str(&format!("{k}: {v}\r\n"));
+                }
+                out.push_str("\r\n");
+                out.push_str(&body);
+                let _ = stream.write_all(out.as_bytes());
+            }
+        });
+        (base, asked)
+    }
+
+    fn now() -> OffsetDateTime {
+        OffsetDateTime::now_utc()
+    }
+
+    /// An empty corpus that calls the peer `peer_id` at `url`.
+    fn corpus_calling(peer_id: &str, url: &str) -> (tempfile::TempDir, Connection, Outgoing) {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = personkit_store::db::open(&dir.path().join("corpus.db")).unwrap();
+        sync::add_outgoing(
+            &conn,
+            peer_id,
+            "peer",
+            url,
+            &SyncToken::new("pks_test".into()),
+            now(),
+        )
+        .unwrap();
+        let out = sync::outgoing(&conn).unwrap().remove(0);
+        (dir, conn, out)
+    }
+
+    fn peer_status(conn: &Connection) -> (i64, Option<String>) {
+        let p = sync::list_peers(conn).unwrap().remove(0);
+        (p.pull_cursor, p.last_error)
+    }
+
+    fn messages(conn: &Connection) -> i64 {
+        conn.query_row("SELECT count(*) FROM messages", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A page of `relay_id` carrying one turn.
+    fn page_with_a_turn(relay_id: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let mut other = personkit_store::db::open(&dir.path().join("other.db")).unwrap();
+        let turn = personkit_shared::wire::build_observation(
+            "browser-ext:chatgpt",
+            "injected",
+            personkit_shared::wire::Role::User,
+            "an injected turn",
+            Some(0),
+            None,
+            "2026-11-20T09:00:00Z",
+            personkit_shared::wire::ClientInfo {
+                app_version: "0.1.0".into(),
+                device_id: "ext".into(),
+            },
+        );
+        personkit_store::ingest::ingest_observations(
+            &mut other,
+            &personkit_store::ingest::Origin {
+                device_id: "dev".into(),
+            },
+            &[turn],
+            now(),
+        )
+        .unwrap();
+        let mut page = sync::page(&other, 0, PAGE_ITEMS).unwrap();
+        page.relay_id = relay_id.into();
+        serde_json::to_string(&page).unwrap()
+    }
+
+    fn after(path: &str) -> i64 {
+        path.split(['?', '&'])
+            .find_map(|p| p.strip_prefix("after="))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_redirect_to_another_host_is_not_followed_and_nothing_is_applied() {
+        let page = page_with_a_turn("peer-r");
+        let (foreign, foreign_asked) = fake_peer(move |_, _| (200, vec![], page.clone()));
+        let (peer, _) = fake_peer(move |_, path| {
+            (
+                302,
+                vec![("Location", format!("{foreign}{path}"))],
+                String::new(),
+            )
+        });
+        let (_dir, mut conn, out) = corpus_calling("peer-r", &peer);
+        let e = sync_peer(&mut conn, &out, &now, &mut |_| {}).unwrap_err();
+        assert_eq!(e.code, "redirect_refused", "{e:?}");
+        assert!(e.message.contains("302"), "{e:?}");
+        assert!(foreign_asked.lock().unwrap().is_empty(), "not followed");
+        assert_eq!(messages(&conn), 0, "nothing applied");
+        let (cursor, error) = peer_status(&conn);
+        assert_eq!(cursor, 0);
+        assert!(error.unwrap().contains("redirect_refused"));
+    }
+
+    #[test]
+    fn a_peer_answering_endless_empty_pages_is_stopped_with_an_error() {
+        let (peer, asked) = fake_peer(|n, path| {
+            if n >= 200 {
+                return (503, vec![], String::new());
+            }
+            let body = serde_json::json!({"relay_id": "peer-e", "next": after(path) + 1, "more": true,
+                "remaining": 1, "items": []});
+            (200, vec![], body.to_string())
+        });
+        let (_dir, mut conn, out) = corpus_calling("peer-e", &peer);
+        let e = sync_peer(&mut conn, &out, &now, &mut |_| {}).unwrap_err();
+        assert_eq!(e.code, "empty_pages", "{e:?}");
+        let allowed = MAX_EMPTY_PAGES_PER_ROUND as usize + 1;
+        assert_eq!(asked.lock().unwrap().len(), allowed);
+        let (cursor, error) = peer_status(&conn);
+        assert_eq!(cursor, allowed as i64, "what was applied keeps its cursor");
+        assert!(
+            error.unwrap().contains("empty_pages"),
+            "not ok in sync list"
+        );
+        // The next round goes on from the cursor.
+        let out = sync::outgoing(&conn).unwrap().remove(0);
+        sync_peer(&mut conn, &out, &now, &mut |_| {}).unwrap_err();
+        assert_eq!(after(&asked.lock().unwrap()[allowed]), allowed as i64);
+    }
+
+    /// A peer that always has one more page of one valid tombstone, after `delay`.
+    fn endless_peer(relay_id: &'static str, delay: Duration) -> (String, Arc<Mutex<Vec<String>>>) {
+        let served = Arc::new(AtomicUsize::new(0));
+        fake_peer(move |_, path| {
+            std::thread::sleep(delay);
+            let n = served.fetch_add(1, Ordering::SeqCst);
+            let item = serde_json::json!({"kind": "tombstone", "id": format!("00000000-0000-5000-8000-{n:012x}"),
+                "thread_id": "11111111-1111-5111-8111-111111111111", "forgotten_at": "2026-11-22T10:00:00.000Z"});
+            let body = serde_json::json!({"relay_id": relay_id, "next": after(path) + 1, "more": true,
+                "remaining": 1, "items": [item]});
+            (200, vec![], body.to_string())
+        })
+    }
+
+    #[test]
+    fn a_round_stops_at_its_page_and_time_bounds_and_says_so() {
+        let (peer, asked) = endless_peer("peer-p", Duration::ZERO);
+        let (_dir, mut conn, out) = corpus_calling("peer-p", &peer);
+        let few = Limits { pages: 5, ..LIMITS };
+        let e = sync_peer_within(&mut conn, &out, &now, &mut |_| {}, few).unwrap_err();
+        assert_eq!(e.code, "round_limit", "{e:?}");
+        assert!(e.message.contains("5 pages"), "{e:?}");
+        assert_eq!(asked.lock().unwrap().len(), 5);
+        let (cursor, error) = peer_status(&conn);
+        assert_eq!(cursor, 5);
+        assert!(error.unwrap().contains("round_limit"));
+
+        let (peer, _) = endless_peer("peer-t", Duration::from_millis(100));
+        let (_dir, mut conn, out) = corpus_calling("peer-t", &peer);
+        let short = Limits {
+            time: Duration::from_secs(1),
+            ..LIMITS
+        };
+        let t = Instant::now();
+        let e = sync_peer_within(&mut conn, &out, &now, &mut |_| {}, short).unwrap_err();
+        assert_eq!(e.code, "round_limit", "{e:?}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert!(peer_status(&conn).0 > 0, "pages before the bound were kept");
+    }
 
     #[test]
     fn plain_http_only_to_loopback() {
