@@ -826,3 +826,237 @@ fn stdio_warms_the_vector_index_at_start() {
         client.cancel().await.unwrap();
     });
 }
+
+/// `personkit mcp` on `db` as a plain process with piped stdio; stderr is read until the process has said which
+/// search it runs (so it is up), then drained in the background.
+fn spawn_stdio(db: &std::path::Path) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(personkit_testkit::bin())
+        .arg("mcp")
+        .arg("--db")
+        .arg(db)
+        .env("HOME", db.parent().unwrap())
+        .env_remove("PERSONKIT_DB")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn personkit mcp");
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(first.starts_with("personkit mcp:"), "{first}");
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    child
+}
+
+/// Waits up to `secs` for `child` to exit.
+fn exits_within(child: &mut std::process::Child, secs: u64) -> bool {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < end {
+        if child.try_wait().unwrap().is_some() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
+
+/// Sends one line to `personkit mcp`.
+fn send_line(stdin: &mut std::process::ChildStdin, line: &[u8]) {
+    use std::io::Write;
+    stdin.write_all(line).unwrap();
+    stdin.write_all(b"\n").unwrap();
+    stdin.flush().unwrap();
+}
+
+/// The next line `personkit mcp` wrote, as JSON.
+fn next_answer(rx: &std::sync::mpsc::Receiver<String>, after: &[u8]) -> Value {
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("no answer to {:?}", String::from_utf8_lossy(after)));
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+#[test]
+fn stdio_answers_garbage_lines_with_json_rpc_errors_and_keeps_serving() {
+    use std::io::BufRead;
+    let (_dir, relay, _token) = relay_with_corpus();
+    let mut child = spawn_stdio(&relay.db);
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let cases: Vec<(&[u8], i64, Value)> = vec![
+        (b"this is not json", -32700, Value::Null),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}", -32700, Value::Null),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":2,", -32700, Value::Null),
+        (deep.as_bytes(), -32600, Value::Null),
+        (
+            br#"[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"ping"}]"#,
+            -32600,
+            Value::Null,
+        ),
+        (br#"{"jsonrpc":"1.0","id":5,"method":"ping"}"#, -32600, json!(5)),
+    ];
+    for (sent, code, id) in cases {
+        send_line(&mut stdin, sent);
+        let e = next_answer(&rx, sent);
+        assert_eq!(e["jsonrpc"], "2.0", "{e}");
+        assert_eq!(e["error"]["code"], code, "{e}");
+        assert_eq!(e["id"], id, "{e}");
+    }
+    // Still serving: a real session starts and answers.
+    let init = br#"{"jsonrpc":"2.0","id":10,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    send_line(&mut stdin, init);
+    let v = next_answer(&rx, init);
+    assert_eq!(v["id"], 10, "{v}");
+    assert_eq!(v["result"]["serverInfo"]["name"], "personkit", "{v}");
+    send_line(
+        &mut stdin,
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    let list = br#"{"jsonrpc":"2.0","id":11,"method":"tools/list"}"#;
+    send_line(&mut stdin, list);
+    let v = next_answer(&rx, list);
+    assert_eq!(v["id"], 11, "{v}");
+    assert!(v["result"]["tools"].as_array().unwrap().len() >= 5, "{v}");
+    drop(stdin);
+    assert!(
+        exits_within(&mut child, 10),
+        "stdin closed: personkit mcp ends"
+    );
+}
+
+#[test]
+fn stdio_exits_when_the_client_stops_reading_its_answers() {
+    use std::io::Write;
+    let (_dir, relay, _token) = relay_with_corpus();
+    // The client closes its reading end and sends nothing more.
+    let mut quiet = spawn_stdio(&relay.db);
+    let _stdin = quiet.stdin.take().unwrap();
+    drop(quiet.stdout.take());
+    assert!(
+        exits_within(&mut quiet, 10),
+        "stdout closed, stdin open: personkit mcp still runs"
+    );
+    // The client closes its reading end and goes on sending requests.
+    let mut talking = spawn_stdio(&relay.db);
+    let mut stdin = talking.stdin.take().unwrap();
+    drop(talking.stdout.take());
+    let ping = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+    for _ in 0..20 {
+        if stdin.write_all(ping).is_err() || talking.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        exits_within(&mut talking, 10),
+        "stdout closed while requests come in: personkit mcp still runs"
+    );
+}
+
+#[test]
+fn http_answers_malformed_messages_with_json_rpc_errors() {
+    let (_dir, relay, token) = relay_with_corpus();
+    let accept = ("accept", "application/json, text/event-stream");
+    let bearer = format!("Bearer {token}");
+    let post = |body: &[u8]| {
+        relay
+            .http
+            .post_with("/mcp", &[accept, ("authorization", &bearer)], body)
+    };
+    let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let cases: Vec<(&str, &[u8], u16, i64, Value)> = vec![
+        ("not JSON", b"this is not json", 400, -32700, Value::Null),
+        (
+            "not UTF-8",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}",
+            400,
+            -32700,
+            Value::Null,
+        ),
+        (
+            "cut off",
+            b"{\"jsonrpc\":\"2.0\",\"id\":2,",
+            400,
+            -32700,
+            Value::Null,
+        ),
+        ("too deep", deep.as_bytes(), 400, -32600, Value::Null),
+        (
+            "a batch",
+            br#"[{"jsonrpc":"2.0","id":3,"method":"ping"}]"#,
+            400,
+            -32600,
+            Value::Null,
+        ),
+        (
+            "jsonrpc 1.0",
+            br#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#,
+            400,
+            -32600,
+            json!(4),
+        ),
+        (
+            "neither request nor response",
+            br#"{"jsonrpc":"2.0","id":5}"#,
+            400,
+            -32600,
+            json!(5),
+        ),
+    ];
+    for (name, body, status, code, id) in cases {
+        let r = post(body);
+        assert_eq!(r.status, status, "{name}: {}", r.body);
+        let ct = r
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        assert!(ct.starts_with("application/json"), "{name}: {ct}");
+        let v = r.json();
+        assert_eq!(v["jsonrpc"], "2.0", "{name}: {v}");
+        assert_eq!(v["error"]["code"], code, "{name}: {v}");
+        assert_eq!(v["id"], id, "{name}: {v}");
+    }
+    // A well-formed message still gets its answer.
+    let ok = post(
+        br#"{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+    );
+    assert_eq!(ok.status, 200, "{}", ok.body);
+}
+
+#[test]
+fn agents_add_prints_the_running_relays_own_mcp_address() {
+    let (_dir, db) = temp_db();
+    let relay = Relay::start(&db, &[]);
+    assert!(
+        !relay.base.ends_with(":8787"),
+        "the test relay picks a free port"
+    );
+    let want = format!("{}/mcp", relay.base);
+    let out = relay.cli(&["agents", "add", "claude-code"]);
+    out.ok();
+    assert!(out.stdout.contains(&want), "{}", out.stdout);
+    assert!(!out.stdout.contains(":8787"), "{}", out.stdout);
+    let json = relay.cli_json(&["agents", "add", "cursor", "--json"]);
+    assert_eq!(json["mcp_url"], want.as_str(), "{json}");
+    drop(relay);
+    // No relay serves the corpus: no address is made up, and the output says where to find it.
+    let out = personkit_testkit::cli(&db, &["agents", "add", "later"]);
+    out.ok();
+    assert!(!out.stdout.contains(":8787"), "{}", out.stdout);
+    assert!(out.stdout.contains("personkit serve"), "{}", out.stdout);
+    let json = personkit_testkit::cli_json(&db, &["agents", "add", "later2", "--json"]);
+    assert_eq!(json["mcp_url"], Value::Null, "{json}");
+}

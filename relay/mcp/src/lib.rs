@@ -6,19 +6,21 @@
 //!
 //! Two transports over one handler: stdio ([`serve_stdio`], run by `personkit mcp` on a read-only connection)
 //! and Streamable HTTP ([`http_service`], a tower service that `personkit-server` mounts at `/mcp` behind its
-//! token, Host and Origin checks). The HTTP side is stateless (no sessions): clients of the current protocol
-//! revision send every request on its own, and clients of the previous one still get their `initialize`
-//! answered.
+//! token, Host and Origin checks). On both, a message that is not one JSON-RPC 2.0 message is answered with a
+//! JSON-RPC error before the SDK sees it ([`jsonrpc::check`]; over HTTP the server calls it). The HTTP side is
+//! stateless (no sessions): clients of the current protocol revision send every request on its own, and clients
+//! of the previous one still get their `initialize` answered.
 //!
 //! It holds no SQL (it calls `personkit-store`), no ranking (it calls `personkit-search`) and no HTTP routing.
 
 pub mod backend;
 pub mod budget;
+pub mod jsonrpc;
+pub mod stdio;
 pub mod tools;
 
 use std::sync::Arc;
 
-use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -28,17 +30,11 @@ pub use tools::Personkit;
 /// The HTTP service type `personkit-server` mounts.
 pub type HttpService = StreamableHttpService<Personkit, LocalSessionManager>;
 
-/// Serves MCP over stdin/stdout until the client closes stdin. Logs go to stderr only.
+/// Serves MCP over stdin/stdout until the client closes stdin, or closes stdout (stops reading answers). Lines
+/// that are not JSON-RPC 2.0 messages are answered with JSON-RPC errors ([`stdio`]). Logs go to stderr only.
 pub async fn serve_stdio(backend: Backend) -> Result<(), String> {
-    let service = Personkit::new(backend)
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| format!("the MCP client did not start a session: {e}"))?;
-    service
-        .waiting()
-        .await
-        .map_err(|e| format!("the MCP session ended with an error: {e}"))?;
-    Ok(())
+    let (input, output) = rmcp::transport::stdio_pipes();
+    stdio::serve_lines(backend, input, output, stdio::stdout_closed()).await
 }
 
 /// The Streamable HTTP service over `backend`: stateless, JSON answers. Host and Origin are checked by the
@@ -48,6 +44,7 @@ pub fn http_service(backend: Backend) -> HttpService {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
+        .with_max_request_body_bytes(jsonrpc::MAX_MESSAGE_BYTES)
         .with_sse_keep_alive(None)
         .disable_allowed_hosts();
     StreamableHttpService::new(

@@ -30,7 +30,7 @@ pub struct AppState {
     pub(crate) pair_limiter: Arc<RateLimiter>,
     /// Told after a commit that added turns, so the sync job runs at once instead of at its next tick.
     pub sync_notify: Arc<tokio::sync::Notify>,
-    /// Open dashboard sessions (in memory: a restart signs everyone out).
+    /// The dashboard's unused CSRF tokens (in memory; the sessions themselves are in the corpus).
     pub(crate) sessions: Arc<crate::dashboard::Sessions>,
 }
 

@@ -54,6 +54,17 @@ pub(crate) fn harness() -> Harness {
 }
 
 impl Harness {
+    /// Stops this relay and starts a new one on the same corpus file, config and clock (nothing in memory
+    /// survives, as after a process restart).
+    pub(crate) fn restart(&mut self) {
+        let path = self.state.db.path().to_path_buf();
+        let config = (*self.state.config).clone();
+        let clock = self.state.clock.clone();
+        let state = AppState::new(Db::open(&path).unwrap(), config, clock);
+        self.router = app(state.clone());
+        self.state = state;
+    }
+
     /// Sends `req` as a client on this machine would: addressed to `127.0.0.1:8787` unless it names a host.
     pub(crate) async fn call(&self, mut req: Request<Body>) -> Reply {
         if !req.headers().contains_key(header::HOST) {

@@ -93,11 +93,15 @@ fn text(r: &Reply) -> &str {
     r.body.as_str().unwrap_or("")
 }
 
-/// The value of the first `name="csrf"` field of a page.
-fn csrf(page: &str) -> String {
-    let i = page
+/// The value of the `name="csrf"` field of the page's form that posts to `action`.
+fn csrf(page: &str, action: &str) -> String {
+    let form = page
+        .find(&format!("action=\"{action}\""))
+        .unwrap_or_else(|| panic!("no form posts to {action}"));
+    let i = page[form..]
         .find("name=\"csrf\" value=\"")
         .expect("a form with a csrf field")
+        + form
         + 19;
     page[i..i + 64].to_owned()
 }
@@ -242,7 +246,10 @@ async fn the_change_feed_reports_new_turns_and_forgotten_threads() {
     let b = personkit_testkit::thread_id(CHATGPT, "b");
     let page = get_with(&h, &format!("/threads/{b}/forget"), &[("cookie", &cookie)]).await;
     assert!(text(&page).contains("1 messages"), "{}", text(&page));
-    let form = format!("csrf={}&confirm=1", csrf(text(&page)));
+    let form = format!(
+        "csrf={}&confirm=1",
+        csrf(text(&page), &format!("/threads/{b}/forget"))
+    );
     let done = post_form(&h, &format!("/threads/{b}/forget"), &cookie, &form, &[]).await;
     assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
     h.state().clock.advance(Duration::minutes(1));
@@ -378,7 +385,7 @@ async fn sign_out_ends_the_session() {
         &h,
         "/signout",
         &cookie,
-        &format!("csrf={}", csrf(text(&page))),
+        &format!("csrf={}", csrf(text(&page), "/signout")),
         &[],
     )
     .await;
@@ -402,7 +409,7 @@ async fn forms_need_a_fresh_csrf_token_from_this_origin_and_host() {
     let devices = |h: &Harness| h.count("SELECT count(*) FROM pairing_codes");
     let before = devices(&h);
     let page = get_with(&h, "/devices", &[("cookie", &cookie)]).await;
-    let tok = csrf(text(&page));
+    let tok = csrf(text(&page), "/devices/pair");
     let missing = post_form(&h, "/devices/pair", &cookie, "", &[]).await;
     assert_eq!(missing.status, StatusCode::FORBIDDEN, "no token");
     let wrong = post_form(
@@ -449,7 +456,10 @@ async fn forms_need_a_fresh_csrf_token_from_this_origin_and_host() {
     let page = get_with(&h, "/devices", &[("cookie", &cookie)]).await;
     let req = Request::post("/devices/pair")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(Body::from(format!("csrf={}", csrf(text(&page)))))
+        .body(Body::from(format!(
+            "csrf={}",
+            csrf(text(&page), "/devices/pair")
+        )))
         .unwrap();
     assert_eq!(h.call(req).await.status, StatusCode::FORBIDDEN);
     // A wrong Host (DNS rebinding) is refused before anything else.
@@ -469,8 +479,148 @@ async fn forms_need_a_fresh_csrf_token_from_this_origin_and_host() {
     assert_eq!(r.status, StatusCode::MISDIRECTED_REQUEST);
 }
 
+#[tokio::test]
+async fn a_csrf_token_minted_for_one_form_is_refused_on_another() {
+    let (h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let codes = |h: &Harness| h.count("SELECT count(*) FROM pairing_codes");
+    let before = codes(&h);
+    let page = get_with(&h, "/devices", &[("cookie", &cookie)]).await;
+    let signout_tok = csrf(text(&page), "/signout");
+    let pair_tok = csrf(text(&page), "/devices/pair");
+    // The sign-out form's token does not pair a device.
+    let r = post_form(
+        &h,
+        "/devices/pair",
+        &cookie,
+        &format!("csrf={signout_tok}"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", text(&r));
+    assert_eq!(codes(&h), before);
+    // The pairing form's token does not sign out, nor forget anything.
+    let r = post_form(&h, "/signout", &cookie, &format!("csrf={pair_tok}"), &[]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", text(&r));
+    let r = post_form(
+        &h,
+        "/privacy/forget",
+        &cookie,
+        &format!("csrf={pair_tok}&confirm=5"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", text(&r));
+    assert_eq!(h.count("SELECT count(*) FROM messages"), 5);
+    let r = get_with(&h, "/", &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::OK, "still signed in");
+    // Each works on its own form.
+    let r = post_form(
+        &h,
+        "/devices/pair",
+        &cookie,
+        &format!("csrf={pair_tok}"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", text(&r));
+    assert_eq!(codes(&h), before + 1);
+    let r = post_form(&h, "/signout", &cookie, &format!("csrf={signout_tok}"), &[]).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", text(&r));
+}
+
+#[tokio::test]
+async fn a_session_outlives_a_relay_restart_until_it_expires() {
+    let (mut h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let before = get_with(&h, "/devices", &[("cookie", &cookie)]).await;
+    let stale_tok = csrf(text(&before), "/devices/pair");
+    h.restart();
+    let r = get_with(&h, "/threads", &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", text(&r));
+    // A form shown before the restart asks for a reload; the reloaded one works.
+    let r = post_form(
+        &h,
+        "/devices/pair",
+        &cookie,
+        &format!("csrf={stale_tok}"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(text(&r).contains("reload"), "{}", text(&r));
+    let page = get_with(&h, "/devices", &[("cookie", &cookie)]).await;
+    let tok = csrf(text(&page), "/devices/pair");
+    let r = post_form(&h, "/devices/pair", &cookie, &format!("csrf={tok}"), &[]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", text(&r));
+    // The cookie's lifetime is the session's.
+    let set = {
+        let secret = link(&h);
+        let r = get_with(&h, &format!("/signin?t={secret}"), &[]).await;
+        r.headers
+            .get(header::SET_COOKIE)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        set.contains(&format!(
+            "Max-Age={}",
+            crate::dashboard::SESSION_TTL.whole_seconds()
+        )),
+        "{set}"
+    );
+    h.state()
+        .clock
+        .advance(crate::dashboard::SESSION_TTL + Duration::minutes(1));
+    h.restart();
+    let r = get_with(&h, "/", &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "expired");
+    // Signing out ends it for every later relay too.
+    let cookie = sign_in(&h).await;
+    let page = get_with(&h, "/", &[("cookie", &cookie)]).await;
+    let out = post_form(
+        &h,
+        "/signout",
+        &cookie,
+        &format!("csrf={}", csrf(text(&page), "/signout")),
+        &[],
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    h.restart();
+    let r = get_with(&h, "/", &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "signed out");
+}
+
 // ----------------------------------------------------------------------------------------------------------------
 // Dashboard: pages
+
+#[tokio::test]
+async fn each_turn_names_its_role_in_its_one_class_attribute() {
+    let (h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let id = personkit_testkit::thread_id(CHATGPT, "a");
+    let r = get_with(&h, &format!("/threads/{id}"), &[("cookie", &cookie)]).await;
+    let page = text(&r);
+    let items: Vec<&str> = page
+        .split("<li ")
+        .skip(1)
+        .filter_map(|li| li.split('>').next())
+        .filter(|tag| tag.contains("id=\"turn-"))
+        .collect();
+    assert_eq!(items.len(), 3, "{page}");
+    for tag in &items {
+        assert_eq!(tag.matches("class=").count(), 1, "{tag}");
+    }
+    assert!(items[0].contains("class=\"turn user\""), "{}", items[0]);
+    assert!(
+        items[1].contains("class=\"turn assistant\""),
+        "{}",
+        items[1]
+    );
+}
 
 #[tokio::test]
 async fn hostile_titles_and_content_are_shown_as_text() {
@@ -558,7 +708,7 @@ async fn forgetting_a_date_range_counts_first_and_removes_from_every_page() {
     );
     let form = format!(
         "csrf={}&site=browser-ext%3Achatgpt&since=2026-11-22&until=2026-11-22&confirm=5",
-        csrf(text(&confirm))
+        csrf(text(&confirm), "/privacy/forget")
     );
     let done = post_form(&h, "/privacy/forget", &cookie, &form, &[]).await;
     assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", text(&done));
@@ -749,7 +899,7 @@ async fn links_use_the_public_url_behind_a_proxy() {
     );
     assert!(!body.contains("href=\"/search\""), "{body}");
     // A form from the public origin is this relay's own, even when the proxy rewrote Host.
-    let form = format!("csrf={}", csrf(body));
+    let form = format!("csrf={}", csrf(body, "/personkit/signout"));
     let req = Request::post("/signout")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .header(header::COOKIE, &cookie)

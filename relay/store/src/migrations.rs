@@ -46,6 +46,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(16, "0016_ingest_write_path"),
     migration!(17, "0017_narrower_indexes"),
     migration!(18, "0018_checks_without_lists"),
+    migration!(19, "0019_dashboard_sessions"),
 ];
 
 /// The schema version this build writes.

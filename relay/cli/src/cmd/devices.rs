@@ -56,7 +56,8 @@ pub struct AgentAddArgs {
     pub name: String,
     #[command(flatten)]
     pub db: DbArg,
-    /// Print `{"id", "name", "kind", "token", "created_at"}`.
+    /// Print `{"id", "name", "kind", "token", "created_at", "mcp_url"}` (`mcp_url` null when no relay serves the
+    /// corpus).
     #[arg(long)]
     pub json: bool,
 }
@@ -64,10 +65,14 @@ pub struct AgentAddArgs {
 pub fn add_agent(a: AgentAddArgs) -> anyhow::Result<()> {
     let conn = a.db.open_existing()?;
     let (agent, token) = auth::create_agent(&conn, &a.name, Clock::system().now())?;
+    // The MCP address of the relay serving this corpus, as it recorded it (its public URL or the address it
+    // listens on); unknown when no relay serves it now.
+    let mcp_url = crate::cmd::open::running_relay(&a.db.path())
+        .map(|base| format!("{}/mcp", base.trim_end_matches('/')));
     if a.json {
         return print_json(&serde_json::json!({
             "id": agent.id, "name": agent.name, "kind": agent.kind, "token": token.expose(),
-            "created_at": agent.created_at,
+            "created_at": agent.created_at, "mcp_url": mcp_url,
         }));
     }
     println!(
@@ -76,9 +81,18 @@ pub fn add_agent(a: AgentAddArgs) -> anyhow::Result<()> {
         agent.id,
         token.expose()
     );
+    match &mcp_url {
+        Some(url) => println!(
+            "Give it to your MCP client as `Authorization: Bearer <token>` for {url} (see README)."
+        ),
+        None => println!(
+            "Give it to your MCP client as `Authorization: Bearer <token>` for the relay's /mcp (see README).\n\
+             No relay is serving this corpus now: `personkit serve` prints the address it listens on \
+             (\"listening on http://HOST:PORT\"); the MCP address is that address followed by /mcp."
+        ),
+    }
     println!(
-        "Give it to your MCP client as `Authorization: Bearer <token>` for http://127.0.0.1:8787/mcp (see README).\n\
-         It can search and read the corpus, not add to it. Revoke it with `personkit agents revoke {}`.",
+        "It can search and read the corpus, not add to it. Revoke it with `personkit agents revoke {}`.",
         &agent.id[..8.min(agent.id.len())]
     );
     Ok(())

@@ -1,6 +1,7 @@
 //! `personkit mcp`: the MCP server over stdio on the local corpus, for MCP clients that start it as a process
 //! (Claude Desktop, Claude Code). It opens the corpus read-only and never writes it; it runs beside a relay.
-//! Logs go to stderr (stdout carries the protocol).
+//! Logs go to stderr (stdout carries the protocol). It stops when the client closes stdin or stops reading
+//! stdout.
 
 use anyhow::{Context, anyhow};
 use clap::Args;
@@ -44,6 +45,8 @@ pub fn run(a: McpArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    rt.block_on(personkit_mcp::serve_stdio(backend))
-        .map_err(|e| anyhow!("{e}"))
+    let served = rt.block_on(personkit_mcp::serve_stdio(backend));
+    // A read of stdin may still be waiting on a blocking thread (stdin is not a pipe); do not wait for it.
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    served.map_err(|e| anyhow!("{e}"))
 }

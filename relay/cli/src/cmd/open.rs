@@ -25,7 +25,7 @@ pub struct OpenArgs {
 }
 
 /// The address of the relay serving `corpus`, from its lock file; `None` when no relay serves it.
-fn running_relay(corpus: &std::path::Path) -> Option<String> {
+pub(crate) fn running_relay(corpus: &std::path::Path) -> Option<String> {
     match personkit_store::db::ServeLock::acquire(corpus) {
         Err(DbError::InUse { addr, .. }) if addr.starts_with("http") => Some(addr),
         _ => None,

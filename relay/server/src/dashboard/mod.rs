@@ -3,13 +3,15 @@
 //! (`personkit_search::query`) and forget call (`personkit_store::forget`) the API and MCP use.
 //!
 //! Sign-in: `personkit open` or `POST /v1/me/dashboard-link` makes a one-time link (`/signin?t=…`, stored hashed,
-//! 5 minutes); using it opens a session held in memory ([`Sessions`]) and sets an HttpOnly, SameSite=Strict
-//! cookie. Sessions expire after [`SESSION_TTL`] and end on sign-out or relay restart.
+//! 5 minutes); using it opens a session, kept in the corpus (hashed, `personkit_store::signin`) so it outlives a
+//! relay restart, and sets an HttpOnly, SameSite=Strict cookie. Sessions expire after [`SESSION_TTL`] and end on
+//! sign-out.
 //!
 //! **Architecture invariant:** dashboard pages are authenticated by the session cookie only; a bearer token
 //! (device or agent) is never looked at here, and `/v1` never looks at the cookie. Every state-changing form is
-//! a POST that must carry a one-time CSRF token minted for this session, and must not come from another origin
-//! (`Origin`, `Sec-Fetch-Site`). Responses forbid framing, scripts and outside resources (CSP).
+//! a POST that must carry a one-time CSRF token minted for this session and this form's action ([`Sessions`]),
+//! and must not come from another origin (`Origin`, `Sec-Fetch-Site`). Responses forbid framing, scripts and
+//! outside resources (CSP).
 
 mod markdown;
 mod pages;
@@ -27,33 +29,43 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use maud::{DOCTYPE, Markup, html};
 use personkit_store::auth::hash_secret;
+use personkit_store::signin;
 use time::{Duration, OffsetDateTime};
 
 use crate::error::AppError;
 use crate::state::AppState;
 
 /// How long a dashboard session lasts from sign-in.
-pub const SESSION_TTL: Duration = Duration::hours(12);
+pub const SESSION_TTL: Duration = signin::SESSION_TTL;
 /// How long a form's CSRF token stays usable.
 const CSRF_TTL: Duration = Duration::hours(2);
-/// Open sessions kept; signing in beyond this ends the oldest.
-const MAX_SESSIONS: usize = 32;
+/// Sessions whose unused CSRF tokens are kept; minting for one more drops the tokens of the least recently used.
+const MAX_CSRF_SESSIONS: usize = signin::MAX_SESSIONS;
 /// Unused CSRF tokens kept per session; minting beyond this drops the oldest.
 const MAX_CSRF: usize = 64;
 /// Largest form body.
 const FORM_BYTES: usize = 8 * 1024;
 
-/// Open dashboard sessions, by the sha256 of the cookie's secret, each with its unused CSRF tokens.
+/// The unused CSRF tokens of open dashboard sessions, by the sha256 of the session's cookie secret. The sessions
+/// themselves are in the corpus (`personkit_store::signin`); the tokens are kept in memory only, so a form shown
+/// before a relay restart is refused after it and works again once its page is reloaded.
 #[derive(Default)]
 pub struct Sessions {
-    inner: Mutex<HashMap<String, Session>>,
+    inner: Mutex<HashMap<String, FormTokens>>,
 }
 
-struct Session {
-    created: OffsetDateTime,
+#[derive(Default)]
+struct FormTokens {
+    /// When a token was last minted for this session.
+    used: Option<OffsetDateTime>,
+    tokens: Vec<FormToken>,
+}
+
+/// One unused CSRF token: its sha256, the form action (path) it was minted for, and when it stops working.
+struct FormToken {
+    hash: String,
+    action: String,
     expires: OffsetDateTime,
-    /// sha256 of each unused CSRF token and when it stops working.
-    csrf: Vec<(String, OffsetDateTime)>,
 }
 
 impl fmt::Debug for Sessions {
@@ -69,76 +81,57 @@ fn random_hex() -> Option<String> {
 }
 
 impl Sessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, FormTokens>> {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Opens a session and returns its secret (the cookie value).
-    fn open(&self, now: OffsetDateTime) -> Option<String> {
-        let secret = random_hex()?;
-        let mut m = self.lock();
-        m.retain(|_, s| s.expires > now);
-        if m.len() >= MAX_SESSIONS
-            && let Some(oldest) = m
-                .iter()
-                .min_by_key(|(_, s)| s.created)
-                .map(|(k, _)| k.clone())
-        {
-            m.remove(&oldest);
-        }
-        m.insert(
-            hash_secret(&secret),
-            Session {
-                created: now,
-                expires: now + SESSION_TTL,
-                csrf: Vec::new(),
-            },
-        );
-        Some(secret)
-    }
-
-    fn valid(&self, secret: &str, now: OffsetDateTime) -> bool {
-        let mut m = self.lock();
-        let key = hash_secret(secret);
-        match m.get(&key) {
-            Some(s) if s.expires > now => true,
-            Some(_) => {
-                m.remove(&key);
-                false
-            }
-            None => false,
-        }
-    }
-
+    /// Drops the tokens of a session that ended.
     fn end(&self, secret: &str) {
         self.lock().remove(&hash_secret(secret));
     }
 
-    /// A fresh one-time CSRF token for a form of this session.
-    fn mint_csrf(&self, secret: &str, now: OffsetDateTime) -> String {
+    /// A fresh one-time CSRF token for the form of this session that posts to `action` (a path such as
+    /// `/devices/pair`); it is refused on any other form.
+    fn mint_csrf(&self, secret: &str, action: &str, now: OffsetDateTime) -> String {
         let token = random_hex().unwrap_or_default();
-        if let Some(s) = self.lock().get_mut(&hash_secret(secret)) {
-            s.csrf.retain(|(_, exp)| *exp > now);
-            if s.csrf.len() >= MAX_CSRF {
-                s.csrf.remove(0);
-            }
-            s.csrf.push((hash_secret(&token), now + CSRF_TTL));
+        let key = hash_secret(secret);
+        let mut m = self.lock();
+        if !m.contains_key(&key)
+            && m.len() >= MAX_CSRF_SESSIONS
+            && let Some(stale) = m.iter().min_by_key(|(_, t)| t.used).map(|(k, _)| k.clone())
+        {
+            m.remove(&stale);
         }
+        let s = m.entry(key).or_default();
+        s.used = Some(now);
+        s.tokens.retain(|t| t.expires > now);
+        if s.tokens.len() >= MAX_CSRF {
+            s.tokens.remove(0);
+        }
+        s.tokens.push(FormToken {
+            hash: hash_secret(&token),
+            action: action.to_owned(),
+            expires: now + CSRF_TTL,
+        });
         token
     }
 
-    /// Uses a CSRF token: true once, for a token minted for this session and not expired.
-    fn consume_csrf(&self, secret: &str, token: &str, now: OffsetDateTime) -> bool {
+    /// Uses a CSRF token: true once, for a token minted for this session and this form action, not expired.
+    fn consume_csrf(&self, secret: &str, action: &str, token: &str, now: OffsetDateTime) -> bool {
         let mut m = self.lock();
         let Some(s) = m.get_mut(&hash_secret(secret)) else {
             return false;
         };
         let h = hash_secret(token);
-        match s.csrf.iter().position(|(t, exp)| *t == h && *exp > now) {
+        match s
+            .tokens
+            .iter()
+            .position(|t| t.hash == h && t.action == action && t.expires > now)
+        {
             Some(i) => {
-                s.csrf.remove(i);
+                s.tokens.remove(i);
                 true
             }
             None => false,
@@ -182,6 +175,11 @@ fn session_cookie(headers: &HeaderMap) -> Option<String> {
         .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// The path a dashboard request was sent to: a posted form's action, which its CSRF token must have been minted
+/// for.
+#[derive(Clone, Debug)]
+pub(crate) struct PostedTo(pub(crate) String);
+
 /// What a page handler knows about its request.
 pub(crate) struct Ctx {
     pub(crate) st: AppState,
@@ -189,11 +187,12 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// A one-time token for one form on the page being rendered.
-    pub(crate) fn csrf(&self) -> String {
+    /// A one-time token for the form on the page being rendered that posts to `action` (the path as written in
+    /// the form's `action`, before any public-URL prefix).
+    pub(crate) fn csrf(&self, action: &str) -> String {
         self.st
             .sessions
-            .mint_csrf(&self.secret.0, self.st.clock.now())
+            .mint_csrf(&self.secret.0, action, self.st.clock.now())
     }
 }
 
@@ -393,7 +392,6 @@ fn signed_out(status: StatusCode) -> Response {
 /// relay's own pages (a cross-site form post carries another `Origin`, or `Sec-Fetch-Site: cross-site`).
 async fn require_session(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let now = st.clock.now();
-    let secret = session_cookie(req.headers()).filter(|s| st.sessions.valid(s, now));
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
     if !safe && !same_origin(req.headers(), st.config.public_url.as_deref()) {
         return PageError::new(
@@ -404,6 +402,20 @@ async fn require_session(State(st): State<AppState>, mut req: Request, next: Nex
         )
         .into_response();
     }
+    let secret = match session_cookie(req.headers()) {
+        Some(s) => {
+            let probe = s.clone();
+            match st
+                .read(move |c| signin::session_is_open(c, &probe, now))
+                .await
+            {
+                Ok(true) => Some(s),
+                Ok(false) => None,
+                Err(e) => return PageError::from(e).into_response(),
+            }
+        }
+        None => None,
+    };
     let Some(secret) = secret else {
         return signed_out(if safe {
             StatusCode::UNAUTHORIZED
@@ -411,7 +423,9 @@ async fn require_session(State(st): State<AppState>, mut req: Request, next: Nex
             StatusCode::FORBIDDEN
         });
     };
+    let action = req.uri().path().to_owned();
     req.extensions_mut().insert(SessionSecret(secret));
+    req.extensions_mut().insert(PostedTo(action));
     next.run(req).await
 }
 
@@ -443,9 +457,11 @@ fn same_origin(headers: &HeaderMap, public_url: Option<&str>) -> bool {
     }
 }
 
-/// The fields of a posted form, after its CSRF token was checked and used up.
+/// The fields of a form posted to `to`, after its CSRF token was checked (minted for this session and this
+/// form's action) and used up.
 pub(crate) async fn posted_form(
     ctx: &Ctx,
+    to: &PostedTo,
     body: Body,
 ) -> Result<crate::routes::read::Params, PageError> {
     let bytes = axum::body::to_bytes(body, FORM_BYTES).await.map_err(|_| {
@@ -466,7 +482,7 @@ pub(crate) async fn posted_form(
     if !ctx
         .st
         .sessions
-        .consume_csrf(&ctx.secret.0, token, ctx.st.clock.now())
+        .consume_csrf(&ctx.secret.0, &to.0, token, ctx.st.clock.now())
     {
         return Err(PageError::new(
             StatusCode::FORBIDDEN,
@@ -501,13 +517,19 @@ async fn signin(State(st): State<AppState>, headers: HeaderMap, uri: axum::http:
     );
     let now = st.clock.now();
     let db = st.db.clone();
-    let ok = tokio::task::spawn_blocking(move || {
-        db.write(|c| personkit_store::signin::redeem_link(c, &secret, now))
+    let opened = tokio::task::spawn_blocking(move || {
+        db.write(|c| {
+            if signin::redeem_link(c, &secret, now)? {
+                signin::open_session(c, now).map(Some)
+            } else {
+                Ok::<_, personkit_store::DbError>(None)
+            }
+        })
     })
     .await;
-    match ok {
-        Ok(Ok(true)) => {}
-        Ok(Ok(false)) => {
+    let session = match opened {
+        Ok(Ok(Some(session))) => session,
+        Ok(Ok(None)) => {
             return (
                 StatusCode::UNAUTHORIZED,
                 Html(bare_page(
@@ -521,13 +543,11 @@ async fn signin(State(st): State<AppState>, headers: HeaderMap, uri: axum::http:
                 .into_response();
         }
         _ => return PageError::from(AppError::storage()).into_response(),
-    }
-    let Some(session) = st.sessions.open(now) else {
-        return PageError::from(AppError::internal()).into_response();
     };
     let cookie = format!(
-        "{}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+        "{}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
         cookie_name(&headers),
+        session.expose(),
         SESSION_TTL.whole_seconds()
     );
     let mut resp = (
@@ -571,6 +591,7 @@ fn landing(next: Option<&str>) -> String {
 async fn signout(
     State(st): State<AppState>,
     axum::Extension(secret): axum::Extension<SessionSecret>,
+    axum::Extension(to): axum::Extension<PostedTo>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -578,8 +599,14 @@ async fn signout(
         st: st.clone(),
         secret,
     };
-    if let Err(e) = posted_form(&ctx, body).await {
+    if let Err(e) = posted_form(&ctx, &to, body).await {
         return e.into_response();
+    }
+    let db = st.db.clone();
+    let ended = ctx.secret.0.clone();
+    match tokio::task::spawn_blocking(move || db.write(|c| signin::end_session(c, &ended))).await {
+        Ok(Ok(())) => {}
+        _ => return PageError::from(AppError::storage()).into_response(),
     }
     st.sessions.end(&ctx.secret.0);
     let mut resp = (

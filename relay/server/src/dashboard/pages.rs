@@ -17,7 +17,7 @@ use personkit_store::forget::{self, ForgetError, Selection};
 use personkit_store::read::{self, ReadError, ThreadFilter, compact};
 use time::OffsetDateTime;
 
-use super::{Ctx, PageError, SessionSecret, markdown, posted_form};
+use super::{Ctx, PageError, PostedTo, SessionSecret, markdown, posted_form};
 use crate::error::AppError;
 use crate::routes::read::{Params, run};
 use crate::state::AppState;
@@ -38,7 +38,7 @@ const TURNS_PER_PAGE: u32 = 100;
 const THREADS_PER_PAGE: u32 = 50;
 
 fn layout(ctx: &Ctx, current: &str, title: &str, body: Markup) -> Response {
-    let csrf = ctx.csrf();
+    let csrf = ctx.csrf("/signout");
     let doc = html! {
         (DOCTYPE)
         html lang="en" {
@@ -421,7 +421,7 @@ pub(super) async fn thread(
             }
             ol.turns start=(d.turns.first().map_or(1, |t| t.index)) {
                 @for turn in &d.turns {
-                    li.turn class=(turn.role) id={"turn-" (turn.id)} {
+                    li class={"turn " (turn.role)} id={"turn-" (turn.id)} {
                         div.turn-head {
                             span.role { (turn.role) }
                             " " time datetime=(turn.time) { (when(&turn.time)) }
@@ -547,7 +547,7 @@ fn confirm_form(
     counts: forget::Counts,
     cancel: &str,
 ) -> Markup {
-    let csrf = ctx.csrf();
+    let csrf = ctx.csrf(action);
     html! {
         @if counts.messages == 0 {
             p.empty { "Nothing matches: there is nothing to forget." }
@@ -596,11 +596,12 @@ pub(super) async fn forget_thread_confirm(
 pub(super) async fn forget_thread(
     State(st): State<AppState>,
     Extension(secret): Extension<SessionSecret>,
+    Extension(to): Extension<PostedTo>,
     Path(id): Path<String>,
     body: Body,
 ) -> Page {
     let ctx = ctx(st.clone(), secret);
-    posted_form(&ctx, body).await?;
+    posted_form(&ctx, &to, body).await?;
     let id = run(&st, THREAD_HINT, move |c| read::resolve_thread_id(c, &id)).await?;
     let counts = do_forget(&st, Selection::thread(&id)).await?;
     Ok(Redirect::to(&format!("/threads?forgot={}", counts.messages)).into_response())
@@ -649,10 +650,11 @@ pub(super) async fn forget_range_confirm(
 pub(super) async fn forget_range(
     State(st): State<AppState>,
     Extension(secret): Extension<SessionSecret>,
+    Extension(to): Extension<PostedTo>,
     body: Body,
 ) -> Page {
     let ctx = ctx(st.clone(), secret);
-    let p = posted_form(&ctx, body).await?;
+    let p = posted_form(&ctx, &to, body).await?;
     let sel = range_selection(&p, st.clock.now())?;
     let counts = do_forget(&st, sel).await?;
     Ok(Redirect::to(&format!("/privacy?forgot={}", counts.messages)).into_response())
@@ -831,7 +833,7 @@ pub(super) async fn devices(
     let list = st.read(auth::list_devices).await?;
     let now = st.clock.now();
     let ctx = ctx(st, secret);
-    let pair_csrf = ctx.csrf();
+    let pair_csrf = ctx.csrf("/devices/pair");
     Ok(layout(
         &ctx,
         "/devices",
@@ -853,8 +855,9 @@ pub(super) async fn devices(
                                 td { @if let Some(t) = &d.revoked_at { "revoked " (when(t)) } @else { "active" } }
                                 td {
                                     @if d.revoked_at.is_none() {
-                                        form method="post" action={"/devices/" (d.id) "/revoke"} {
-                                            input type="hidden" name="csrf" value=(ctx.csrf());
+                                        @let revoke = format!("/devices/{}/revoke", d.id);
+                                        form method="post" action=(revoke) {
+                                            input type="hidden" name="csrf" value=(ctx.csrf(&revoke));
                                             button.danger type="submit" aria-label={"Revoke " (d.name)} { "Revoke" }
                                         }
                                     }
@@ -877,10 +880,11 @@ pub(super) async fn devices(
 pub(super) async fn pair_device(
     State(st): State<AppState>,
     Extension(secret): Extension<SessionSecret>,
+    Extension(to): Extension<PostedTo>,
     body: Body,
 ) -> Page {
     let ctx = ctx(st.clone(), secret);
-    posted_form(&ctx, body).await?;
+    posted_form(&ctx, &to, body).await?;
     let now = st.clock.now();
     let db = st.db.clone();
     let (code, expires) =
@@ -904,11 +908,12 @@ pub(super) async fn pair_device(
 pub(super) async fn revoke_device(
     State(st): State<AppState>,
     Extension(secret): Extension<SessionSecret>,
+    Extension(to): Extension<PostedTo>,
     Path(id): Path<String>,
     body: Body,
 ) -> Page {
     let ctx = ctx(st.clone(), secret);
-    posted_form(&ctx, body).await?;
+    posted_form(&ctx, &to, body).await?;
     let now = st.clock.now();
     let db = st.db.clone();
     let r = tokio::task::spawn_blocking(move || db.write(|c| auth::revoke_device(c, &id, now)))

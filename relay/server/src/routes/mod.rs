@@ -6,6 +6,7 @@
 
 mod forget;
 mod health;
+mod mcp;
 mod observations;
 mod pair;
 mod query;
@@ -42,6 +43,10 @@ pub fn app(state: AppState) -> Router {
     );
     let mcp = Router::new()
         .route_service("/mcp", personkit_mcp::http_service(backend))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            mcp::jsonrpc_front,
+        ))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_device,
