@@ -704,7 +704,7 @@ mod tests {
             1,
             "2026-11-22T09:00:00Z",
         );
-        ingest_observations(&mut a, &origin(), &[dom.clone()], NOW).unwrap();
+        ingest_observations(&mut a, &origin(), std::slice::from_ref(&dom), NOW).unwrap();
         forget(&mut a, &Selection::thread(&dom.thread_id), NOW).unwrap();
         // Relay B only ever saw the site's Markdown of the same turn.
         let dir_b = tempfile::tempdir().unwrap();
