@@ -798,9 +798,9 @@ fn a_reply_is_found_through_the_turn_it_answers() {
         !users.iter().any(|c| c.starts_with("Three years")),
         "{users:?}"
     );
-    // A pasted wall of text (more distinct words than pairs are scored for, with dates and numbers mixed in) is
-    // searched with the plain full-text scores: the same hits as with pairs off, and no error.
-    let mut long: String = (0..5000).map(|i| format!("w{i} 1 may ")).collect();
+    // A pasted paragraph (more distinct words than pairs are scored for, with dates and numbers mixed in, within
+    // the query bound) is searched with the plain full-text scores: the same hits as with pairs off, and no error.
+    let mut long: String = (0..100).map(|i| format!("w{i} 1 may ")).collect();
     long.push_str("kept turtles 2023");
     let wall = |before: f64| {
         let mut q = Query::new(long.clone());
@@ -810,6 +810,11 @@ fn a_reply_is_found_through_the_turn_it_answers() {
     };
     assert!(!wall(search::TURN_BEFORE).hits.is_empty());
     assert_eq!(contents(&wall(search::TURN_BEFORE)), contents(&wall(0.0)));
+    // A wall of thousands of words is refused before it reaches SQLite, naming the limit.
+    let huge: String = (0..5000).map(|i| format!("w{i} ")).collect();
+    let err = search::query(&conn, &Indexes::new(), None, &Query::new(huge)).unwrap_err();
+    assert!(matches!(err, search::SearchError::TooLarge(_)), "{err}");
+    assert!(err.to_string().contains("the limit is"), "{err}");
 }
 
 /// A date named in the question lifts the messages from that date; a question asking when lifts the candidates
