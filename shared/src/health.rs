@@ -97,6 +97,123 @@ pub fn status_with_stale(
     (worse, Some(ADAPTER_STALE))
 }
 
+/// The reason code of a surface whose site responses are larger than the parser reads.
+pub const STREAM_TOO_LARGE: &str = "stream_too_large";
+
+/// What the relay knows of one surface, as milliseconds since the Unix epoch: the input of [`assess`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Facts<'a> {
+    /// The newest accepted turn.
+    pub last_accepted_ms: Option<i64>,
+    /// The newest rejection or device error: its code and time.
+    pub last_error: Option<(&'a str, i64)>,
+    /// Since when a device reports the surface's adapter stale.
+    pub stale_since_ms: Option<i64>,
+    /// The newest turn the network path gave.
+    pub network_ms: Option<i64>,
+}
+
+impl Facts<'_> {
+    /// The newest error when it says the site's responses are not understood and no network turn is newer.
+    pub fn unparsed(&self) -> Option<(&str, i64)> {
+        self.last_error
+            .filter(|(code, _)| matches!(*code, STREAM_UNPARSED | STREAM_TOO_LARGE))
+            .filter(|(_, at)| self.network_ms.is_none_or(|n| *at >= n))
+    }
+}
+
+/// The one rule behind every colour the relay, its CLI, dashboard, MCP tools and the extension show: [`status`]
+/// from the last accepted turn and error, made at least yellow by a stale adapter ([`status_with_stale`]) or by
+/// site responses the parser no longer understands (the DOM path still captures, so not red on that alone).
+/// Returns the colour and the reason code when one of those made it.
+pub fn assess(f: &Facts<'_>, now_ms: i64) -> (Status, Option<&'static str>) {
+    let (mut status, mut reason) = status_with_stale(
+        f.last_accepted_ms,
+        f.last_error.map(|(_, at)| at),
+        f.stale_since_ms,
+        now_ms,
+    );
+    if let Some((code, _)) = f.unparsed() {
+        if status == Status::Green {
+            status = Status::Yellow;
+        }
+        reason.get_or_insert(if code == STREAM_TOO_LARGE {
+            STREAM_TOO_LARGE
+        } else {
+            STREAM_UNPARSED
+        });
+    }
+    (status, reason)
+}
+
+/// How long ago, in words: `40 s ago`, `12 min ago`, `3 h ago`, `5 days ago` (a time in the future reads `0 s ago`).
+pub fn ago(then_ms: i64, now_ms: i64) -> String {
+    let s = now_ms.saturating_sub(then_ms).max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s ago"),
+        60..7200 => format!("{} min ago", s / 60),
+        7200..172_800 => format!("{} h ago", s / 3600),
+        _ => format!("{} days ago", s / 86_400),
+    }
+}
+
+/// Why a surface has its colour, in one sentence, with the thresholds of the rule ([`assess`]).
+pub fn explain(s: &SurfaceHealth, now_ms: i64) -> String {
+    let ms = |t: &Option<String>| t.as_deref().and_then(crate::time::parse_rfc3339);
+    let accepted = ms(&s.last_accepted_at);
+    let error_at = s
+        .last_error
+        .as_ref()
+        .and_then(|e| crate::time::parse_rfc3339(&e.at));
+    let min = |limit: i64| limit / 60_000;
+    let accepted_words = match accepted {
+        Some(t) => format!("last turn accepted {}", ago(t, now_ms)),
+        None => "no turn accepted yet".to_owned(),
+    };
+    match s.reason.as_deref() {
+        Some(ADAPTER_STALE) => {
+            let since = ms(&s.stale_since)
+                .map_or_else(String::new, |t| format!(" since {}", ago(t, now_ms)));
+            return format!(
+                "a device reports that this site's conversation pages yield no turns{since} (the site's markup                  changed?): yellow, red after {} min; {accepted_words}",
+                min(STALE_RED_AFTER_MS)
+            );
+        }
+        Some(code @ (STREAM_UNPARSED | STREAM_TOO_LARGE)) => {
+            let since = error_at.map_or_else(String::new, |t| format!(" since {}", ago(t, now_ms)));
+            return format!(
+                "the site's responses are not understood{since} ({code}); pages are still read; {accepted_words}"
+            );
+        }
+        _ => {}
+    }
+    match (s.status, accepted, &s.last_error) {
+        (Status::Red, _, Some(e)) if error_at >= accepted => format!(
+            "the newest event is an error: {} ({}), {}",
+            e.code,
+            e.message,
+            error_at.map_or_else(|| e.at.clone(), |t| ago(t, now_ms))
+        ),
+        (_, None, _) => "no turn has been accepted from this surface yet".into(),
+        (Status::Green, Some(t), _) => format!(
+            "last turn accepted {} (green up to {} min)",
+            ago(t, now_ms),
+            min(GREEN_WITHIN_MS)
+        ),
+        (Status::Yellow, Some(t), _) => format!(
+            "last turn accepted {} (yellow from {} to {} min)",
+            ago(t, now_ms),
+            min(GREEN_WITHIN_MS),
+            min(YELLOW_WITHIN_MS)
+        ),
+        (Status::Red, Some(t), _) => format!(
+            "no turn accepted for {} (red after {} min)",
+            ago(t, now_ms).trim_end_matches(" ago"),
+            min(YELLOW_WITHIN_MS)
+        ),
+    }
+}
+
 /// One device's report about one surface (`POST /v1/me/capture-reports`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -178,7 +295,7 @@ impl CaptureReport {
                 }
             }
             if let Some(c) = &p.unparsed
-                && !matches!(c.as_str(), "stream_unparsed" | "stream_too_large")
+                && !matches!(c.as_str(), STREAM_UNPARSED | STREAM_TOO_LARGE)
             {
                 return Some((
                     "bad_code",
@@ -342,6 +459,61 @@ mod tests {
             status_with_stale(ago(0), None, Some(now + 5 * MIN), now),
             (Status::Yellow, stale)
         );
+    }
+
+    #[test]
+    fn unparsed_responses_make_green_yellow_until_a_network_turn_is_newer() {
+        let now = 1_000 * YELLOW_WITHIN_MS;
+        let ago = |m: i64| Some(now - m * MIN);
+        let facts = Facts {
+            last_accepted_ms: ago(1),
+            last_error: Some((STREAM_UNPARSED, now - 3 * MIN)),
+            stale_since_ms: None,
+            network_ms: ago(4),
+        };
+        assert_eq!(assess(&facts, now), (Status::Yellow, Some(STREAM_UNPARSED)));
+        let healed = Facts {
+            network_ms: ago(2),
+            ..facts
+        };
+        assert_eq!(assess(&healed, now), (Status::Green, None));
+        let stale = Facts {
+            stale_since_ms: ago(11),
+            ..facts
+        };
+        assert_eq!(assess(&stale, now), (Status::Red, Some(ADAPTER_STALE)));
+    }
+
+    #[test]
+    fn the_sentence_names_the_reason_and_the_thresholds() {
+        let now = 1_000 * YELLOW_WITHIN_MS;
+        let at = |m: i64| Some(crate::time::rfc3339(now - m * MIN));
+        let mut s = SurfaceHealth {
+            surface: "browser-ext:grok".into(),
+            status: Status::Green,
+            last_accepted_at: at(2),
+            turns_24h: 1,
+            threads_24h: 1,
+            last_error: None,
+            reason: None,
+            stale_since: None,
+            paths: None,
+        };
+        assert_eq!(
+            explain(&s, now),
+            "last turn accepted 2 min ago (green up to 5 min)"
+        );
+        s.status = Status::Yellow;
+        s.last_accepted_at = at(30);
+        assert_eq!(
+            explain(&s, now),
+            "last turn accepted 30 min ago (yellow from 5 to 60 min)"
+        );
+        s.reason = Some(ADAPTER_STALE.into());
+        s.stale_since = at(3);
+        let stale = explain(&s, now);
+        assert!(stale.contains("yield no turns since 3 min ago"), "{stale}");
+        assert!(stale.contains("red after 10 min"), "{stale}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! `personkit-shared` is the plain-Rust core that both the relay and the browser extension use: the wire format
-//! (v1), the one function that computes a turn's content hash, the one function that derives a thread id, and the
-//! validation rules that every client and the relay apply to an observation; the extension's capture core
-//! (`capture`); and the parsers of what the chat sites' pages receive over the network (`network`).
+//! `personkit-shared` is the plain-Rust core that both the relay and the browser extension use: the wire format (v2,
+//! which accepts v1 items; `docs/wire-format.md`), the one function that computes a turn's content hash, the one
+//! function that derives a thread id, and the validation rules that every client and the relay apply to an observation;
+//! the extension's capture core (`capture`); and the parsers of what the chat sites' pages receive over the network
+//! (`network`).
 //!
 //! It is not a server and not a browser binding: no tokio, no SQL, no JS types. It must build for
 //! `wasm32-unknown-unknown` (`cargo check -p personkit-shared --target wasm32-unknown-unknown` runs in CI).

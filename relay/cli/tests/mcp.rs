@@ -512,13 +512,39 @@ fn stdio_serves_every_tool_read_only() {
                 "{name}"
             );
             exercise(&client).await;
+            // The CLI and the MCP tool read the one health report: the same figures.
+            let mcp = ok(&call(&client, "corpus_health", json!({})).await);
+            let cli = relay.cli_json(&["corpus", "health", "--json"]);
+            same_health(&cli, &mcp);
             client.cancel().await.unwrap();
         });
     }
     let after = relay.cli_json(&["corpus", "health", "--json"]);
     assert_eq!(
-        before["tables"], after["tables"],
+        before["storage"]["tables"], after["storage"]["tables"],
         "personkit mcp wrote nothing"
+    );
+}
+
+/// Two health reports taken moments apart agree on every figure (the reason sentences' "N s ago" aside).
+fn same_health(cli: &Value, mcp: &Value) {
+    let figures = |v: &Value| {
+        let mut v = v.clone();
+        v["counts"]["generated_at"] = Value::Null;
+        for s in v["surfaces"].as_array_mut().unwrap() {
+            s["reason"] = Value::Null;
+        }
+        json!({"schema": v["schema_version"], "counts": v["counts"], "surfaces": v["surfaces"],
+            "embedding": v["embedding"]})
+    };
+    assert!(
+        cli["surfaces"].as_array().is_some_and(|s| !s.is_empty()),
+        "{cli}"
+    );
+    assert_eq!(
+        figures(cli),
+        figures(mcp),
+        "corpus health --json vs corpus_health"
     );
 }
 

@@ -4,7 +4,7 @@
 //! expected current turn, and the corpus file must hold exactly the expected rows.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use personkit_store::views::thread_renderings;
+use personkit_store::read::corpus::thread_renderings;
 use personkit_testkit::identity;
 use personkit_testkit::*;
 

@@ -7,9 +7,8 @@ use std::sync::Arc;
 use personkit_search::params::{Params, build_query};
 use personkit_search::{SearchError, normalize_bound};
 use personkit_store::read::{
-    self, MessageDetail, PageInfo, ReadError, SurfaceState, ThreadSummary, Turn, compact,
+    self, MessageDetail, PageInfo, ReadError, ThreadSummary, Turn, compact,
 };
-use personkit_store::vectors;
 use rmcp::handler::server::common::{schema_for_empty_input, schema_for_input, schema_for_output};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -169,25 +168,8 @@ pub struct MessageOutput {
     pub truncated: bool,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct EmbeddingState {
-    /// `model_id@version` of the configured embedder; none: search uses words, entities and time only.
-    pub model: Option<String>,
-    pub dim: Option<u64>,
-    pub messages_total: u64,
-    pub messages_embedded: u64,
-    /// Messages and events still waiting for a vector.
-    pub pending: u64,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct HealthOutput {
-    pub schema_version: u32,
-    pub counts: read::Counts,
-    /// Capture state per surface: green/yellow/red and why.
-    pub surfaces: Vec<SurfaceState>,
-    pub embedding: EmbeddingState,
-}
+/// What `corpus_health` answers: the store's one health report, the same figures `personkit corpus health` shows.
+pub type HealthOutput = read::corpus::HealthReport;
 
 fn args<T: DeserializeOwned>(raw: JsonObject) -> Result<T, String> {
     serde_json::from_value(serde_json::Value::Object(raw))
@@ -608,35 +590,18 @@ impl Personkit {
         let out = self
             .backend
             .read(|conn, b| {
-                let now = b.clock.now();
-                let db = |e: personkit_store::DbError| Fail::Internal(e.to_string());
-                let counts = read::counts(conn, now).map_err(db)?;
-                let surfaces = read::surface_states(conn, now).map_err(db)?;
-                let embedding = match &b.embedder {
-                    Some(e) => {
-                        let c = vectors::coverage(conn, &e.model_key()).map_err(db)?;
-                        EmbeddingState {
-                            model: Some(e.model_key()),
-                            dim: Some(e.dim() as u64),
-                            messages_total: c.messages_total,
-                            messages_embedded: c.messages_embedded,
-                            pending: c.pending(),
-                        }
-                    }
-                    None => EmbeddingState {
-                        model: None,
-                        dim: None,
-                        messages_total: counts.messages,
-                        messages_embedded: 0,
-                        pending: 0,
-                    },
-                };
-                Ok(HealthOutput {
-                    schema_version: counts.schema_version,
-                    counts,
-                    surfaces,
-                    embedding,
-                })
+                let model = b.embedder.as_ref().map(|e| (e.model_key(), e.dim() as u64));
+                read::corpus::health_report(
+                    conn,
+                    b.clock.now(),
+                    model
+                        .as_ref()
+                        .map(|(model_key, dim)| read::corpus::Embedder {
+                            model_key,
+                            dim: *dim,
+                        }),
+                )
+                .map_err(|e| Fail::Internal(e.to_string()))
             })
             .await
             .map_err(|f| fail("corpus_health", f))?;

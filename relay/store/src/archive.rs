@@ -9,8 +9,6 @@
 //! capture health do not travel: the first three are re-derived (FTS by trigger, vectors by the embedding job),
 //! the others belong to one relay.
 
-use std::collections::HashMap;
-
 pub use rusqlite::types::Value;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, TransactionBehavior, params};
@@ -522,8 +520,8 @@ pub fn export_thread_ids(
     Ok(ids)
 }
 
-/// One thread with all its messages: current turns in the read layer's order (the surface's ordinal, then
-/// time, then arrival), each with its other revisions. `None` when the thread does not exist.
+/// One thread with all its messages: its current turns as the read layer gives them ([`crate::read::turns_in_order`]),
+/// each with its other revisions. `None` when the thread does not exist.
 pub fn export_thread(conn: &Connection, id: &str) -> Result<Option<ExportThread>, DbError> {
     let mut t = conn.prepare_cached(
         "SELECT id, surface, conversation_id, title, url, first_seen_at, last_seen_at FROM threads WHERE id = ?1",
@@ -544,44 +542,29 @@ pub fn export_thread(conn: &Connection, id: &str) -> Result<Option<ExportThread>
         messages: 0,
     };
     drop(rows);
-    let mut m = conn.prepare_cached(
-        "SELECT id, role, content, COALESCE(occurred_at, captured_at), captured_at, revision, is_current,
-                position_key
-         FROM messages WHERE thread_id = ?1
-         ORDER BY ordinal IS NULL, ordinal, COALESCE(occurred_at, captured_at), pk",
-    )?;
-    let mut others: HashMap<String, Vec<ExportRevision>> = HashMap::new();
-    let mut positions: Vec<Option<String>> = Vec::new();
-    let mut rows = m.query([id])?;
-    while let Some(r) = rows.next()? {
-        thread.messages += 1;
-        let current: bool = r.get(6)?;
-        let pos: Option<String> = r.get(7)?;
-        if current {
-            thread.turns.push(ExportTurn {
-                id: r.get(0)?,
-                role: r.get(1)?,
-                content: r.get(2)?,
-                time: r.get(3)?,
-                revision: r.get(5)?,
-                revisions: Vec::new(),
-            });
-            positions.push(pos);
-        } else if let Some(pos) = pos {
-            others.entry(pos).or_default().push(ExportRevision {
-                id: r.get(0)?,
-                revision: r.get(5)?,
-                captured_at: r.get(4)?,
-                content: r.get(2)?,
-            });
-        }
-    }
-    for (turn, pos) in thread.turns.iter_mut().zip(positions) {
-        if let Some(mut revs) = pos.and_then(|p| others.remove(&p)) {
-            revs.sort_by_key(|r| r.revision);
-            turn.revisions = revs;
-        }
-    }
+    thread.messages = conn
+        .prepare_cached("SELECT count(*) FROM messages WHERE thread_id = ?1")?
+        .query_row([id], |r| r.get(0))?;
+    thread.turns = crate::read::turns_in_order(conn, id, false, -1, 1)?
+        .into_iter()
+        .map(|t| ExportTurn {
+            id: t.id,
+            role: t.role,
+            content: t.content,
+            time: t.time,
+            revision: t.revision,
+            revisions: t
+                .revisions
+                .into_iter()
+                .map(|r| ExportRevision {
+                    id: r.id,
+                    revision: r.revision,
+                    captured_at: r.captured_at,
+                    content: r.content,
+                })
+                .collect(),
+        })
+        .collect();
     Ok(Some(thread))
 }
 

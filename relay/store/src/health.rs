@@ -4,7 +4,7 @@
 //! surfaces whose adapter no longer reads their pages ([`record_reports`]); such a surface is at least yellow with
 //! the reason `adapter_stale` until the device reports it reads them again or captures a turn of it.
 
-use personkit_shared::health::CaptureReport;
+use personkit_shared::health::{CaptureReport, Facts, assess};
 use personkit_shared::wire::{ApiError, ItemResult, ItemStatus};
 use rusqlite::{Connection, params};
 use time::{Duration, OffsetDateTime};
@@ -13,16 +13,6 @@ use crate::clock::{fmt_time, normalize_time, parse_time};
 use crate::db::DbError;
 
 pub use personkit_shared::health::{CaptureHealth, LastError, PathsHealth, Status, SurfaceHealth};
-
-/// The colour of a surface given its last accepted turn and last error: [`personkit_shared::health::status`].
-pub fn status_for(
-    last_accepted: Option<OffsetDateTime>,
-    last_error: Option<OffsetDateTime>,
-    now: OffsetDateTime,
-) -> Status {
-    let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
-    personkit_shared::health::status(last_accepted.map(ms), last_error.map(ms), ms(now))
-}
 
 /// Records one device's reports, each on its own: a report with `stale_since` stands (replacing the device's
 /// earlier one for the surface), one without removes it. Answers per report in the order given (`stored`, or
@@ -161,38 +151,30 @@ pub fn capture_health(conn: &Connection, now: OffsetDateTime) -> Result<CaptureH
             };
             let stale_since: Option<String> = r.get(7)?;
             let ms = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
-            let (mut status, reason) = personkit_shared::health::status_with_stale(
-                last_accepted_at.as_deref().and_then(parse_time).map(ms),
-                last_error.as_ref().and_then(|e| parse_time(&e.at)).map(ms),
-                stale_since.as_deref().and_then(parse_time).map(ms),
-                ms(now),
-            );
+            let t = |v: &Option<String>| v.as_deref().and_then(parse_time).map(ms);
             let surface: String = r.get(0)?;
             let dom_at: Option<String> = r.get(8)?;
             let network_at: Option<String> = r.get(9)?;
-            let t = |v: &Option<String>| v.as_deref().and_then(parse_time).map(ms);
-            // A device's stream_unparsed report is the surface's last error; it stands until a network turn is
-            // newer.
-            let unparsed = last_error
-                .as_ref()
-                .filter(|e| matches!(e.code.as_str(), "stream_unparsed" | "stream_too_large"))
-                .filter(|e| {
-                    let at = parse_time(&e.at).map(ms);
-                    t(&network_at).is_none_or(|n| at.is_some_and(|a| a >= n))
-                });
-            let mut reason = reason.map(str::to_owned);
-            if let Some(u) = unparsed {
-                if status == Status::Green {
-                    status = Status::Yellow;
-                }
-                reason.get_or_insert_with(|| u.code.clone());
-            }
+            let facts = Facts {
+                last_accepted_ms: t(&last_accepted_at),
+                last_error: last_error
+                    .as_ref()
+                    .and_then(|e| Some((e.code.as_str(), ms(parse_time(&e.at)?)))),
+                stale_since_ms: t(&stale_since),
+                network_ms: t(&network_at),
+            };
+            let (status, reason) = assess(&facts, ms(now));
+            let unparsed = facts
+                .unparsed()
+                .is_some()
+                .then_some(())
+                .and(last_error.as_ref());
             let paths =
                 personkit_shared::network::Surface::from_id(&surface).map(|_| PathsHealth {
                     working: personkit_shared::health::working_paths(
                         t(&dom_at),
                         t(&network_at),
-                        unparsed.and_then(|u| parse_time(&u.at)).map(ms),
+                        facts.unparsed().map(|(_, at)| at),
                         ms(now),
                     )
                     .to_owned(),
@@ -203,7 +185,7 @@ pub fn capture_health(conn: &Connection, now: OffsetDateTime) -> Result<CaptureH
                 });
             Ok(SurfaceHealth {
                 paths,
-                reason,
+                reason: reason.map(str::to_owned),
                 stale_since,
                 surface,
                 status,
@@ -218,24 +200,4 @@ pub fn capture_health(conn: &Connection, now: OffsetDateTime) -> Result<CaptureH
         generated_at: fmt_time(now),
         surfaces,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use time::macros::datetime;
-
-    /// The relay's times reach the shared rule at millisecond precision: an error recorded in the same batch
-    /// (the same instant) as the last accepted turn is red; a minute of age is green.
-    #[test]
-    fn times_reach_the_shared_rule_exactly() {
-        let now = datetime!(2026-11-22 12:00:00 UTC);
-        let at = now - Duration::minutes(1);
-        assert_eq!(status_for(Some(at), Some(at), now), Status::Red);
-        assert_eq!(
-            status_for(Some(at), Some(at - Duration::milliseconds(1)), now),
-            Status::Green
-        );
-        assert_eq!(status_for(None, None, now), Status::Red);
-    }
 }

@@ -1,6 +1,7 @@
-//! Ingest: validate each item of a batch on its own, then store every valid one in ONE transaction — thread
-//! upsert, message insert or new revision (+ FTS via triggers; the signal layer `persona_observations` is a view
-//! of the message rows, migration 0010), capture-health stats — and answer per item.
+//! Ingest: validate each item of a batch on its own, then store every valid one in ONE transaction — thread upsert,
+//! message insert or new revision (a new message is queued for the full-text index and indexed by one statement before
+//! the commit, [`crate::pending`]; changed content follows by trigger; the signal layer `persona_observations` is a
+//! view of the message rows, migration 0010), capture-health stats — and answer per item.
 //!
 //! **Architecture invariant:** the caller acknowledges a batch only after [`ingest_batch`] returned `Ok`, i.e.
 //! after the commit. On any storage error the transaction is rolled back and nothing of the batch is stored or

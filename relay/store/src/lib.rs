@@ -30,7 +30,6 @@ pub mod retrieval;
 pub mod signin;
 pub mod sync;
 pub mod vectors;
-pub mod views;
 
 pub use db::{Db, DbError};
 /// The connection type callers hand back to this crate's functions. Only this crate runs statements on it.

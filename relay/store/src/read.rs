@@ -15,7 +15,9 @@ use time::OffsetDateTime;
 use crate::clock::fmt_time;
 use crate::db::DbError;
 use crate::health::{self, Status};
-use crate::views::fts_query;
+use corpus::fts_query;
+
+pub mod corpus;
 
 /// Most records one page may hold.
 pub const MAX_PAGE: u32 = 200;
@@ -395,6 +397,31 @@ pub fn get_thread(
             "SELECT {THREAD_COLUMNS} FROM threads t WHERE t.id = ?1"
         ))?
         .query_row([&id], thread_row)?;
+    let mut turns = turns_in_order(conn, &id, current_only, i64::from(limit) + 1, from)?;
+    let has_more = turns.len() > limit as usize;
+    turns.truncate(limit as usize);
+    let next_cursor = has_more.then(|| (from + turns.len() as u64).to_string());
+    Ok(ThreadDetail {
+        page: PageInfo {
+            total: thread.turns,
+            limit,
+            has_more,
+            next_cursor,
+        },
+        thread,
+        turns,
+    })
+}
+
+/// Up to `limit` (negative: all) current turns of thread `id` in order, from the 1-based turn `from`, each with
+/// its other revisions unless `current_only`. The one reading of a thread's turns: pages, export and snapshots.
+pub fn turns_in_order(
+    conn: &Connection,
+    id: &str,
+    current_only: bool,
+    limit: i64,
+    from: u64,
+) -> Result<Vec<Turn>, DbError> {
     let rows: Vec<(String, String, String, String, u32, Option<String>)> = conn
         .prepare_cached(
             "SELECT id, role, content, COALESCE(occurred_at, captured_at), revision, position_key
@@ -402,7 +429,7 @@ pub fn get_thread(
              ORDER BY ordinal IS NULL, ordinal, COALESCE(occurred_at, captured_at), pk
              LIMIT ?2 OFFSET ?3",
         )?
-        .query_map(params![&id, i64::from(limit) + 1, (from - 1) as i64], |r| {
+        .query_map(params![id, limit, from.saturating_sub(1) as i64], |r| {
             Ok((
                 r.get(0)?,
                 r.get(1)?,
@@ -413,18 +440,15 @@ pub fn get_thread(
             ))
         })?
         .collect::<Result<_, _>>()?;
-    let has_more = rows.len() > limit as usize;
-    let mut turns = Vec::with_capacity(rows.len().min(limit as usize));
+    let mut turns = Vec::with_capacity(rows.len());
     let mut others = conn.prepare_cached(
         "SELECT id, revision, captured_at, content FROM messages
          WHERE thread_id = ?1 AND position_key = ?2 AND is_current = 0 ORDER BY revision",
     )?;
-    for (i, (mid, role, content, time, revision, pos)) in
-        rows.into_iter().take(limit as usize).enumerate()
-    {
+    for (i, (mid, role, content, time, revision, pos)) in rows.into_iter().enumerate() {
         let revisions = match (&pos, current_only) {
             (Some(pos), false) => others
-                .query_map(params![&id, pos], |r| {
+                .query_map(params![id, pos], |r| {
                     Ok(Revision {
                         id: r.get(0)?,
                         revision: r.get(1)?,
@@ -445,17 +469,7 @@ pub fn get_thread(
             revisions,
         });
     }
-    let next_cursor = has_more.then(|| (from + turns.len() as u64).to_string());
-    Ok(ThreadDetail {
-        page: PageInfo {
-            total: thread.turns,
-            limit,
-            has_more,
-            next_cursor,
-        },
-        thread,
-        turns,
-    })
+    Ok(turns)
 }
 
 /// One message with its thread's context.
@@ -511,7 +525,10 @@ pub fn get_message(conn: &Connection, id: &str) -> Result<MessageDetail, ReadErr
 pub struct SurfaceState {
     pub surface: String,
     pub status: StatusName,
-    /// Why the light has its colour, in words.
+    /// The reason code when a stale adapter or unparsed site responses made the colour (`adapter_stale`,
+    /// `stream_unparsed`, `stream_too_large`); `null` when the last accepted turn and error alone made it.
+    pub reason_code: Option<String>,
+    /// Why the light has its colour, in words ([`personkit_shared::health::explain`]).
     pub reason: String,
     pub last_accepted_at: Option<String>,
     pub turns_24h: u64,
@@ -533,6 +550,22 @@ pub enum StatusName {
     Red,
 }
 
+impl StatusName {
+    pub fn as_str(self) -> &'static str {
+        Status::from(self).as_str()
+    }
+}
+
+impl From<StatusName> for Status {
+    fn from(s: StatusName) -> Self {
+        match s {
+            StatusName::Green => Status::Green,
+            StatusName::Yellow => Status::Yellow,
+            StatusName::Red => Status::Red,
+        }
+    }
+}
+
 impl From<Status> for StatusName {
     fn from(s: Status) -> Self {
         match s {
@@ -540,16 +573,6 @@ impl From<Status> for StatusName {
             Status::Yellow => StatusName::Yellow,
             Status::Red => StatusName::Red,
         }
-    }
-}
-
-fn ago(from: OffsetDateTime, now: OffsetDateTime) -> String {
-    let s = (now - from).whole_seconds().max(0);
-    match s {
-        0..60 => format!("{s} s ago"),
-        60..7200 => format!("{} min ago", s / 60),
-        7200..172_800 => format!("{} h ago", s / 3600),
-        _ => format!("{} days ago", s / 86_400),
     }
 }
 
@@ -569,6 +592,7 @@ pub fn surface_states(
     now: OffsetDateTime,
 ) -> Result<Vec<SurfaceState>, DbError> {
     let h = health::capture_health(conn, now)?;
+    let now_ms = (now.unix_timestamp_nanos() / 1_000_000) as i64;
     let mut totals = conn.prepare_cached(
         "SELECT count(*), COALESCE(sum((SELECT count(*) FROM messages m WHERE m.thread_id = t.id AND m.is_current = 1)), 0)
          FROM threads t WHERE t.surface = ?1",
@@ -577,37 +601,11 @@ pub fn surface_states(
     for s in h.surfaces {
         let (threads, turns): (u64, u64) =
             totals.query_row([&s.surface], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        let accepted = s
-            .last_accepted_at
-            .as_deref()
-            .and_then(crate::clock::parse_time);
-        let error = s.last_error.as_ref();
-        let error_at = error.and_then(|e| crate::clock::parse_time(&e.at));
-        let reason = match (s.status, accepted, error) {
-            (Status::Red, _, Some(e)) if error_at >= accepted => format!(
-                "the newest event is an error: {} ({}), {}",
-                e.code,
-                e.message,
-                error_at.map_or_else(|| e.at.clone(), |t| ago(t, now))
-            ),
-            (_, None, _) => "no turn has been accepted from this surface yet".into(),
-            (Status::Green, Some(t), _) => {
-                format!("last turn accepted {} (green up to 5 min)", ago(t, now))
-            }
-            (Status::Yellow, Some(t), _) => {
-                format!(
-                    "last turn accepted {} (yellow from 5 to 60 min)",
-                    ago(t, now)
-                )
-            }
-            (Status::Red, Some(t), _) => format!(
-                "no turn accepted for {} (red after 60 min)",
-                ago(t, now).trim_end_matches(" ago")
-            ),
-        };
+        let reason = personkit_shared::health::explain(&s, now_ms);
         out.push(SurfaceState {
             surface: s.surface,
             status: s.status.into(),
+            reason_code: s.reason.clone(),
             reason,
             last_accepted_at: s.last_accepted_at,
             turns_24h: s.turns_24h,
@@ -1055,7 +1053,7 @@ mod tests {
     #[test]
     fn a_thread_reads_in_order_with_revisions_and_pages() {
         let (_d, conn) = filled();
-        let id = crate::views::messages(&conn, Some("browser-ext:chatgpt"), None, 100)
+        let id = corpus::messages(&conn, Some("browser-ext:chatgpt"), None, 100)
             .unwrap()
             .into_iter()
             .find(|m| m.content == "thanks")

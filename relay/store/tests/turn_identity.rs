@@ -4,7 +4,7 @@
 
 use personkit_store::ingest::{Origin, ingest_batch};
 use personkit_store::migrations::MIGRATIONS;
-use personkit_store::views::thread_renderings;
+use personkit_store::read::corpus::thread_renderings;
 use personkit_store::{Connection, db};
 use personkit_testkit::identity::{self, Expect};
 use time::macros::datetime;

@@ -11,14 +11,16 @@ use personkit_embed::{self as embed, EmbedderConfig};
 use personkit_search::params::{Params, build_query};
 use personkit_search::{Indexes, indexer};
 use personkit_store::clock::{Clock, SPAN_HELP, back_from, parse_span};
-use personkit_store::{vectors, views};
+use personkit_store::read::corpus::{self as views, Embedder};
+use personkit_store::vectors;
 
 use crate::args::{DbArg, JsonArgs};
 use crate::output::{self, ellipsize, print_json, print_table};
 
 #[derive(Debug, Subcommand)]
 pub enum CorpusCommand {
-    /// Row counts per table, embedding state, size on disk.
+    /// Capture state per surface, counts, embedding state (what the MCP tool `corpus_health` answers), and
+    /// storage: size on disk, rows per table.
     Health(JsonArgs),
     /// Per-surface roll-up of recent threads and capture status.
     Surfaces(SurfacesArgs),
@@ -73,40 +75,60 @@ pub struct MessagesArgs {
 
 pub fn health(a: JsonArgs) -> anyhow::Result<()> {
     let conn = a.db.open_read_only()?;
-    let h = views::corpus_health(&conn, &a.db.path())?;
     let search = personkit_search::health::embed_health(&conn, Some(&a.db.path()));
+    let embedder = search.model.as_deref().map(|model_key| Embedder {
+        model_key,
+        dim: search.dim.unwrap_or(0) as u64,
+    });
+    let report = views::health_report(&conn, Clock::system().now(), embedder)?;
+    let storage = views::storage(&conn, &a.db.path())?;
     if a.json {
-        let mut v = serde_json::to_value(&h)?;
+        let mut v = serde_json::to_value(&report)?;
+        v["storage"] = serde_json::to_value(&storage)?;
         v["search"] = serde_json::to_value(&search)?;
         return print_json(&v);
     }
     output::print_health(&search);
-    println!("corpus     {}", h.path);
+    println!("corpus     {}", storage.path);
     println!(
         "size       {:.1} MiB",
-        h.size_bytes as f64 / (1024.0 * 1024.0)
+        storage.size_bytes as f64 / (1024.0 * 1024.0)
     );
-    println!("schema     v{}", h.schema_version);
-    println!("relay id   {}", h.relay_id);
+    println!("schema     v{}", report.schema_version);
+    println!("relay id   {}", storage.relay_id);
     println!(
-        "embedded   {} of {} messages (384-d), {} (768-d)",
-        h.messages_embedded_384,
-        h.tables
-            .iter()
-            .find(|t| t.table == "messages")
-            .map_or(0, |t| t.rows),
-        h.messages_embedded_768
+        "holds      {} threads, {} turns ({} stored contents), {} events",
+        report.counts.threads, report.counts.turns, report.counts.messages, report.counts.events
     );
     println!();
-    let rows: Vec<Vec<String>> = h
+    if report.surfaces.is_empty() {
+        println!("No surface has sent anything yet. Pair the extension (`personkit pair`).");
+    } else {
+        let rows: Vec<Vec<String>> = report
+            .surfaces
+            .iter()
+            .map(|s| {
+                vec![
+                    s.surface.clone(),
+                    s.status.as_str().to_owned(),
+                    s.turns.to_string(),
+                    s.turns_24h.to_string(),
+                    s.reason.clone(),
+                ]
+            })
+            .collect();
+        print_table(&["surface", "status", "turns", "24 h", "why"], &rows)?;
+    }
+    println!();
+    let rows: Vec<Vec<String>> = storage
         .tables
         .iter()
         .map(|t| vec![t.table.clone(), t.rows.to_string()])
         .collect();
     print_table(&["table", "rows"], &rows)?;
-    if !h.embedding_models.is_empty() {
+    if !storage.embedding_models.is_empty() {
         println!();
-        let rows: Vec<Vec<String>> = h
+        let rows: Vec<Vec<String>> = storage
             .embedding_models
             .iter()
             .map(|m| {
@@ -148,6 +170,7 @@ pub fn surfaces(a: SurfacesArgs) -> anyhow::Result<()> {
                 s.threads.to_string(),
                 s.messages.to_string(),
                 s.last_captured_at.clone().unwrap_or_else(|| "-".into()),
+                s.reason.clone(),
             ]
         })
         .collect();
@@ -158,6 +181,7 @@ pub fn surfaces(a: SurfacesArgs) -> anyhow::Result<()> {
             &format!("threads {}", a.since),
             &format!("messages {}", a.since),
             "last captured",
+            "why",
         ],
         &table,
     )

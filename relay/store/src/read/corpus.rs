@@ -1,18 +1,21 @@
-//! Read-only views of the corpus for the CLI (`personkit corpus ...`): table counts, per-surface roll-up, recent
-//! messages, and FTS5 BM25 keyword search.
+//! Corpus-wide reads: the health report (the same figures for `personkit corpus health` and the MCP tool
+//! `corpus_health`), the per-surface roll-up of a window (`corpus surfaces`, coloured by the one capture-health
+//! rule), recent messages, all-words keyword search, and a thread's stored renderings.
 
 use std::path::Path;
 
 use rusqlite::{Connection, params};
+use schemars::JsonSchema;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::clock::{fmt_time, parse_time};
+use super::{Counts, StatusName, SurfaceState, counts, surface_states};
+use crate::clock::fmt_time;
 use crate::db::{DbError, size_on_disk};
-use crate::health::{Status, status_for};
-use crate::migrations;
+use crate::health::capture_health;
+use crate::vectors;
 
-/// Tables counted by `corpus health`, in display order.
+/// Tables whose row counts `corpus health` shows as storage detail, in display order.
 pub const COUNTED_TABLES: &[&str] = &[
     "threads",
     "messages",
@@ -32,6 +35,71 @@ pub const COUNTED_TABLES: &[&str] = &[
     "ingest_errors",
 ];
 
+/// The configured embedder as the health report names it.
+#[derive(Debug, Clone, Copy)]
+pub struct Embedder<'a> {
+    /// `model_id@version`.
+    pub model_key: &'a str,
+    pub dim: u64,
+}
+
+/// How far the configured embedder has got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct EmbeddingState {
+    /// `model_id@version` of the configured embedder; none: search uses words, entities and time only.
+    pub model: Option<String>,
+    pub dim: Option<u64>,
+    pub messages_total: u64,
+    pub messages_embedded: u64,
+    /// Messages and events still waiting for a vector.
+    pub pending: u64,
+}
+
+/// Is capture working, and what does the corpus hold: what every health reader shows.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct HealthReport {
+    pub schema_version: u32,
+    pub counts: Counts,
+    /// Capture state per surface: green/yellow/red and why.
+    pub surfaces: Vec<SurfaceState>,
+    pub embedding: EmbeddingState,
+}
+
+/// The health report at `now`, with the embedding progress of `embedder` (none configured: nothing embedded).
+pub fn health_report(
+    conn: &Connection,
+    now: OffsetDateTime,
+    embedder: Option<Embedder<'_>>,
+) -> Result<HealthReport, DbError> {
+    let counts = counts(conn, now)?;
+    let surfaces = surface_states(conn, now)?;
+    let embedding = match embedder {
+        Some(e) => {
+            let c = vectors::coverage(conn, e.model_key)?;
+            EmbeddingState {
+                model: Some(e.model_key.to_owned()),
+                dim: Some(e.dim),
+                messages_total: c.messages_total,
+                messages_embedded: c.messages_embedded,
+                pending: c.pending(),
+            }
+        }
+        None => EmbeddingState {
+            model: None,
+            dim: None,
+            messages_total: counts.messages,
+            messages_embedded: 0,
+            pending: 0,
+        },
+    };
+    Ok(HealthReport {
+        schema_version: counts.schema_version,
+        counts,
+        surfaces,
+        embedding,
+    })
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct TableCount {
     pub table: String,
@@ -46,21 +114,18 @@ pub struct EmbeddingModel {
     pub rows: u64,
 }
 
+/// Where the corpus is and how its storage is used: what `corpus health` shows beside the [`HealthReport`].
 #[derive(Debug, Clone, Serialize)]
-pub struct CorpusHealth {
+pub struct Storage {
     pub path: String,
     pub size_bytes: u64,
-    pub schema_version: u32,
     pub relay_id: String,
     pub tables: Vec<TableCount>,
-    pub current_messages: u64,
-    /// Messages (all revisions) that have a vector in messages_vec_384 / messages_vec_768.
-    pub messages_embedded_384: u64,
-    pub messages_embedded_768: u64,
+    /// Stored vectors by model, whichever models made them.
     pub embedding_models: Vec<EmbeddingModel>,
 }
 
-pub fn corpus_health(conn: &Connection, path: &Path) -> Result<CorpusHealth, DbError> {
+pub fn storage(conn: &Connection, path: &Path) -> Result<Storage, DbError> {
     let mut tables = Vec::new();
     for t in COUNTED_TABLES {
         let rows: u64 = conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))?;
@@ -69,7 +134,6 @@ pub fn corpus_health(conn: &Connection, path: &Path) -> Result<CorpusHealth, DbE
             rows,
         });
     }
-    let count = |sql: &str| -> Result<u64, DbError> { Ok(conn.query_row(sql, [], |r| r.get(0))?) };
     let mut stmt = conn.prepare(
         "SELECT model_id, model_version, dim, count(*) FROM embeddings
          GROUP BY model_id, model_version, dim ORDER BY model_id, model_version",
@@ -84,19 +148,11 @@ pub fn corpus_health(conn: &Connection, path: &Path) -> Result<CorpusHealth, DbE
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(CorpusHealth {
+    Ok(Storage {
         path: path.display().to_string(),
         size_bytes: size_on_disk(path),
-        schema_version: migrations::current_version(conn)?,
         relay_id: crate::db::relay_id(conn)?,
         tables,
-        current_messages: count("SELECT count(*) FROM messages WHERE is_current = 1")?,
-        messages_embedded_384: count(
-            "SELECT count(*) FROM messages m WHERE EXISTS (SELECT 1 FROM messages_vec_384 v WHERE v.rowid = m.pk)",
-        )?,
-        messages_embedded_768: count(
-            "SELECT count(*) FROM messages m WHERE EXISTS (SELECT 1 FROM messages_vec_768 v WHERE v.rowid = m.pk)",
-        )?,
         embedding_models,
     })
 }
@@ -110,7 +166,13 @@ pub struct SurfaceSummary {
     pub messages: u64,
     pub last_captured_at: Option<String>,
     pub last_accepted_at: Option<String>,
-    pub status: Status,
+    /// The surface's capture light now, by the one rule ([`personkit_shared::health::assess`]), as the
+    /// extension's popup and the dashboard show it.
+    pub status: StatusName,
+    /// The reason code when a stale adapter or unparsed responses made the colour (`adapter_stale`, …).
+    pub reason_code: Option<String>,
+    /// Why the light has its colour, in words.
+    pub reason: String,
 }
 
 /// The roll-up [`surfaces`] reads. The messages since a time are counted by surface in one pass over the recent end
@@ -122,39 +184,43 @@ const SURFACES: &str =
      SELECT surf.surface,
         (SELECT count(*) FROM threads t WHERE t.surface = surf.surface AND t.last_seen_at >= ?1),
         coalesce(recent.n, 0),
-        (SELECT max(t.last_seen_at) FROM threads t WHERE t.surface = surf.surface),
-        s.last_accepted_at, s.last_error_at
-     FROM surf LEFT JOIN surface_stats s ON s.surface = surf.surface
-        LEFT JOIN recent ON recent.surface = surf.surface
+        (SELECT max(t.last_seen_at) FROM threads t WHERE t.surface = surf.surface)
+     FROM surf LEFT JOIN recent ON recent.surface = surf.surface
      ORDER BY surf.surface";
 
-/// Per-surface roll-up of threads active since `since`.
+/// Per-surface roll-up of threads active since `since`, each coloured as capture health colours it now.
 pub fn surfaces(
     conn: &Connection,
     since: OffsetDateTime,
     now: OffsetDateTime,
 ) -> Result<Vec<SurfaceSummary>, DbError> {
+    let health = capture_health(conn, now)?;
+    let now_ms = (now.unix_timestamp_nanos() / 1_000_000) as i64;
     let since = fmt_time(since);
     let mut stmt = conn.prepare(SURFACES)?;
     let rows = stmt
         .query_map([since], |r| {
-            let last_accepted_at: Option<String> = r.get(4)?;
-            let last_error_at: Option<String> = r.get(5)?;
-            Ok(SurfaceSummary {
-                surface: r.get(0)?,
-                threads: r.get(1)?,
-                messages: r.get(2)?,
-                last_captured_at: r.get(3)?,
-                status: status_for(
-                    last_accepted_at.as_deref().and_then(parse_time),
-                    last_error_at.as_deref().and_then(parse_time),
-                    now,
-                ),
-                last_accepted_at,
-            })
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+        .collect::<Result<Vec<(String, u64, u64, Option<String>)>, _>>()?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (surface, threads, messages, last_captured_at) in rows {
+        let light = health.surfaces.iter().find(|h| h.surface == surface);
+        out.push(SurfaceSummary {
+            threads,
+            messages,
+            last_captured_at,
+            last_accepted_at: light.and_then(|h| h.last_accepted_at.clone()),
+            status: light.map_or(StatusName::Red, |h| h.status.into()),
+            reason_code: light.and_then(|h| h.reason.clone()),
+            reason: light.map_or_else(
+                || "no turn has been accepted from this surface yet".to_owned(),
+                |h| personkit_shared::health::explain(h, now_ms),
+            ),
+            surface,
+        });
+    }
+    Ok(out)
 }
 
 /// One message as `corpus messages --json` prints it.
@@ -280,6 +346,7 @@ pub fn search(conn: &Connection, words: &str, limit: u32) -> Result<Vec<SearchHi
 mod tests {
     use super::*;
     use crate::ingest::{Origin, ingest_observations};
+    use personkit_shared::health::Status;
     use personkit_shared::wire::{ClientInfo, Role, build_observation};
     use proptest::prelude::*;
     use time::macros::datetime;
@@ -366,7 +433,43 @@ mod tests {
             by,
             vec![("browser-ext:chatgpt", 1, 2), ("browser-ext:claude", 0, 0)]
         );
-        assert_eq!(rows[0].status, Status::Green);
+        assert_eq!(rows[0].status, StatusName::Green);
+    }
+
+    /// `corpus surfaces` colours a surface by the one capture-health rule: a device's stale-adapter report turns
+    /// a surface that captured a minute ago yellow with the reason `adapter_stale`, as the popup and the dashboard
+    /// show it.
+    #[test]
+    fn the_roll_up_shows_a_stale_adapter_like_the_popup() {
+        let (_d, mut conn) = filled();
+        let now = datetime!(2026-11-22 09:02:00 UTC);
+        let week = now - time::Duration::days(7);
+        let before = surfaces(&conn, week, now).unwrap();
+        assert_eq!(before[0].status, StatusName::Green, "{before:?}");
+        assert_eq!(before[0].reason_code, None);
+        let report = personkit_shared::health::CaptureReport {
+            surface: "browser-ext:chatgpt".into(),
+            stale_since: Some("2026-11-22T08:59:00Z".into()),
+            rule: None,
+            paths: None,
+        };
+        crate::health::record_reports(&mut conn, "ext", &[report], now).unwrap();
+        let rows = surfaces(&conn, week, now).unwrap();
+        let health = capture_health(&conn, now).unwrap();
+        let states = surface_states(&conn, now).unwrap();
+        assert_eq!(rows[0].status, StatusName::Yellow, "{rows:?}");
+        assert_eq!(rows[0].reason_code.as_deref(), Some("adapter_stale"));
+        assert!(
+            rows[0].reason.contains("yield no turns"),
+            "{}",
+            rows[0].reason
+        );
+        assert_eq!(Status::from(rows[0].status), health.surfaces[0].status);
+        assert_eq!(
+            rows[0].reason, states[0].reason,
+            "one sentence for the CLI, dashboard and MCP"
+        );
+        assert_eq!(rows[0].reason_code, states[0].reason_code);
     }
 
     #[test]
@@ -393,8 +496,8 @@ mod tests {
             search(&conn, "soup borrow", 5).unwrap().is_empty(),
             "all words must occur"
         );
-        let h = corpus_health(&conn, Path::new("/nonexistent")).unwrap();
-        assert_eq!(h.current_messages, 3);
+        let h = health_report(&conn, NOW, None).unwrap();
+        assert_eq!(h.counts.turns, 3);
     }
 
     proptest! {
