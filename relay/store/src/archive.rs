@@ -522,8 +522,8 @@ pub fn export_thread_ids(
     Ok(ids)
 }
 
-/// One thread with all its messages: current turns in the read layer's order (the surface's ordinal, then
-/// time, then arrival), each with its other revisions. `None` when the thread does not exist.
+/// One thread with all its messages: current turns in turn order ([`crate::order`]), each with its other
+/// revisions. `None` when the thread does not exist.
 pub fn export_thread(conn: &Connection, id: &str) -> Result<Option<ExportThread>, DbError> {
     let mut t = conn.prepare_cached(
         "SELECT id, surface, conversation_id, title, url, first_seen_at, last_seen_at FROM threads WHERE id = ?1",
@@ -544,12 +544,12 @@ pub fn export_thread(conn: &Connection, id: &str) -> Result<Option<ExportThread>
         messages: 0,
     };
     drop(rows);
-    let mut m = conn.prepare_cached(
+    let mut m = conn.prepare_cached(concat!(
         "SELECT id, role, content, COALESCE(occurred_at, captured_at), captured_at, revision, is_current,
                 position_key
-         FROM messages WHERE thread_id = ?1
-         ORDER BY ordinal IS NULL, ordinal, COALESCE(occurred_at, captured_at), pk",
-    )?;
+         FROM messages WHERE thread_id = ?1 ",
+        crate::order::order_by!("messages"),
+    ))?;
     let mut others: HashMap<String, Vec<ExportRevision>> = HashMap::new();
     let mut positions: Vec<Option<String>> = Vec::new();
     let mut rows = m.query([id])?;
