@@ -182,6 +182,8 @@ impl ThreadOrder {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     /// One stored message: its content (also its name here), ordinal, capture time (seconds past 10:00),
@@ -198,37 +200,58 @@ mod tests {
         (dir, conn)
     }
 
-    /// Stores `rows` as thread `thread`, in the order given (so row numbers follow the list), and returns the pk
-    /// of each content.
-    fn store(conn: &Connection, thread: &str, rows: &[Row]) -> HashMap<&'static str, i64> {
+    /// Creates thread `thread`.
+    fn thread(conn: &Connection, thread: &str) {
         conn.execute(
             "INSERT INTO threads(id, surface, conversation_id, first_seen_at, last_seen_at, origin_device,
                  origin_seq) VALUES (?1, 'test', ?1, ?2, ?2, 'd', 1)",
             rusqlite::params![thread, at(0)],
         )
         .unwrap();
-        let mut pks = HashMap::new();
-        for (i, (content, ordinal, captured, occurred, current)) in rows.iter().enumerate() {
-            conn.execute(
-                "INSERT INTO messages(id, thread_id, role, content, content_hash, ordinal, position_key, is_current,
-                     occurred_at, captured_at, received_at, origin_device, origin_seq)
-                 VALUES (?1, ?2, 'user', ?3, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 'd', ?9)",
-                rusqlite::params![
-                    format!("{thread}/{content}"),
+    }
+
+    /// Stores one message of `thread` (content `name`) and returns its pk.
+    fn message(
+        conn: &Connection,
+        thread: &str,
+        name: &str,
+        (ordinal, captured, occurred, current): (Option<i64>, u32, Option<u32>, bool),
+    ) -> i64 {
+        conn.execute(
+            "INSERT INTO messages(id, thread_id, role, content, content_hash, ordinal, position_key, is_current,
+                 occurred_at, captured_at, received_at, origin_device, origin_seq)
+             VALUES (?1, ?2, 'user', ?3, ?3, ?4, ?5, ?6, ?7, ?8, ?8, 'd',
+                     (SELECT count(*) + 2 FROM messages))",
+            rusqlite::params![
+                format!("{thread}/{name}"),
+                thread,
+                name,
+                ordinal,
+                ordinal.map(|o| format!("o:{o}")),
+                current,
+                occurred.map(at),
+                at(captured),
+            ],
+        )
+        .unwrap();
+        conn.last_insert_rowid()
+    }
+
+    /// Stores `rows` as thread `thread`, in the order given (so row numbers follow the list), and returns the pk
+    /// of each content.
+    fn store(conn: &Connection, thread: &str, rows: &[Row]) -> HashMap<&'static str, i64> {
+        self::thread(conn, thread);
+        rows.iter()
+            .map(|(name, ordinal, captured, occurred, current)| {
+                let pk = message(
+                    conn,
                     thread,
-                    content,
-                    ordinal,
-                    ordinal.map(|o| format!("o:{o}")),
-                    current,
-                    occurred.map(at),
-                    at(*captured),
-                    i as i64 + 2,
-                ],
-            )
-            .unwrap();
-            pks.insert(*content, conn.last_insert_rowid());
-        }
-        pks
+                    name,
+                    (*ordinal, *captured, *occurred, *current),
+                );
+                (*name, pk)
+            })
+            .collect()
     }
 
     /// Every thread shape, with the order a reader must show its current turns in (written out by hand).
@@ -405,5 +428,75 @@ mod tests {
             );
             assert!(!plan.contains("SCAN"), "{what}: {plan}");
         }
+    }
+
+    /// A generated thread: per message its ordinal, capture time, the site's time and whether it is current, from
+    /// small ranges so that equal ordinals and equal times are common.
+    type Generated = Vec<(Option<i64>, u32, Option<u32>, bool)>;
+
+    fn generated() -> impl Strategy<Value = Generated> {
+        proptest::collection::vec(
+            (
+                proptest::option::of(0i64..4),
+                0u32..4,
+                proptest::option::of(0u32..4),
+                proptest::bool::weighted(0.8),
+            ),
+            0..12,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// On any thread, listing and stepping (in SQL and in memory) follow the order as this test spells it out
+        /// in Rust: numbered before unnumbered, then ordinal, then time (the site's, else the capture's), then
+        /// arrival; only current messages.
+        #[test]
+        fn any_thread_follows_the_order(rows in generated()) {
+            // One corpus for every case, a new thread per case (opening a corpus costs more than a case).
+            SHARED.with(|(_dir, conn)| check_generated(conn, &rows))?;
+        }
+    }
+
+    thread_local! {
+        static SHARED: (tempfile::TempDir, Connection) = corpus();
+        static CASES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    fn check_generated(conn: &Connection, rows: &Generated) -> Result<(), TestCaseError> {
+        let case = CASES.with(|c| {
+            c.set(c.get() + 1);
+            c.get()
+        });
+        let t = format!("t{case}");
+        let t = t.as_str();
+        thread(conn, t);
+        let mut stored: Vec<(bool, i64, String, i64)> = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let pk = message(conn, t, &format!("m{i}"), *row);
+            let (ordinal, captured, occurred, current) = *row;
+            if current {
+                stored.push((
+                    ordinal.is_none(),
+                    ordinal.unwrap_or(0),
+                    at(occurred.unwrap_or(captured)),
+                    pk,
+                ));
+            }
+        }
+        stored.sort();
+        let want: Vec<i64> = stored.iter().map(|k| k.3).collect();
+        let listed = thread_turns(conn, t).unwrap();
+        prop_assert_eq!(&listed, &want);
+        let order = ThreadOrder::new(listed);
+        for (i, pk) in want.iter().enumerate() {
+            let before = i.checked_sub(1).map(|i| want[i]);
+            let after = want.get(i + 1).copied();
+            prop_assert_eq!(previous_turn(conn, *pk).unwrap(), before);
+            prop_assert_eq!(next_turn(conn, *pk).unwrap(), after);
+            prop_assert_eq!(order.before(*pk), before);
+            prop_assert_eq!(order.after(*pk), after);
+        }
+        Ok(())
     }
 }
