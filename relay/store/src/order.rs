@@ -1,8 +1,10 @@
 //! A thread's turn order, defined once. Every reader that lists a thread's turns or steps from one turn to its
-//! neighbour uses the key below: the dashboard, the read API and MCP ([`crate::read`]), export and snapshot
+//! neighbour uses the key below: the dashboard, the read API and MCP ([`crate::read`]), export
 //! ([`crate::archive`]), the embedder's previous turn ([`crate::vectors`]), the reads of hybrid search
 //! ([`crate::retrieval`]: the turn after a hit, and a thread's order for turn pairs, stepped through in memory by
-//! [`ThreadOrder`]) and the benchmark side table ([`crate::neighbours`]).
+//! [`ThreadOrder`]) and the benchmark side table ([`crate::neighbours`]). A snapshot carries every column of the
+//! key except the row number, which a restore assigns anew: only turns equal in all the rest (unnumbered, same
+//! time) can change places.
 //!
 //! **The order:** the turns the surface numbered come first, by ordinal; then the unnumbered ones (a site that
 //! numbers nothing, a transcript, a turn captured without its place), by time (`occurred_at`, else
@@ -16,12 +18,12 @@
 //! read from columns every message already has.
 //!
 //! **Cost:** no index is ordered by the key (an index on `(thread_id, ordinal)` cost ingest 1.12×, BENCHMARKS.md
-//! "Turn pairs"). Every query here finds the thread's rows through the `(thread_id, position_key)` index and
-//! orders that one thread's rows, as the ordinal-only queries before it did: a look-up costs one pass over a
-//! thread, not over the corpus (plan tests below).
+//! "Turn pairs"). Every query here finds one thread's rows through the `(thread_id, position_key)` index and
+//! sorts them: a look-up costs one pass over a thread, never over the corpus (plan test below).
 //!
-//! **Architecture invariant:** no other code orders a thread's messages. SQL uses the macros here; Rust code
-//! steps through the order SQL returned ([`ThreadOrder`]) and never sorts turns itself.
+//! **Architecture invariant:** nothing else puts a thread's turns in order. SQL uses the macros here; Rust code
+//! steps through the order SQL returned ([`ThreadOrder`]) and never sorts turns itself. (The CLI's diagnostic
+//! views that list rows by storage or capture time say so; they do not show a thread's turns.)
 
 use std::collections::HashMap;
 
