@@ -117,8 +117,9 @@ pub fn build(config: &EmbedderConfig) -> Result<SharedEmbedder, EmbedError> {
 /// scrubbed first when `scrub` (`personkit_shared::scrub`), and message vectors are computed with the previous turn
 /// as context ([`Embedder::previous_turn_context`]; on LoCoMo's dev split it lifts the vector signal's recall@5 from
 /// 0.453 to 0.505 and the hybrid's from 0.610 to 0.635, BENCHMARKS.md). Both change what a vector is of, so the
-/// model version names them (`+scrubbed`, `+prev2`): changing either re-embeds a corpus instead of mixing vectors.
-/// (`+prev` found the previous turn by comparing slot names as text; `+prev2` by the thread's order.)
+/// model version names them (`+scrubbed`, `+prev3`): changing either re-embeds a corpus instead of mixing vectors.
+/// (`+prev` found the previous turn by comparing slot names as text; `+prev2` by ordinal, else by row number; `+prev3`
+/// by the thread's turn order, `personkit_store::order`.)
 #[derive(Debug)]
 pub struct Built {
     inner: Arc<dyn Embedder>,
@@ -129,7 +130,7 @@ pub struct Built {
 impl Built {
     pub fn new(inner: Arc<dyn Embedder>, scrub: bool) -> Self {
         let version = format!(
-            "{}{}+prev2",
+            "{}{}+prev3",
             inner.model_version(),
             if scrub { "+scrubbed" } else { "" }
         );

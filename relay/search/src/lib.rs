@@ -499,8 +499,8 @@ fn add_scores(mut list: Vec<(Key, f64)>, gains: Vec<(Key, f64)>) -> Vec<(Key, f6
 /// passes the filters), is scored as if the turn before it were part of it at [`Query::turn_before`] and the
 /// turn after it at [`Query::turn_after`], with each word's IDF read back from FTS5's own scores of the messages
 /// found. Events keep their scores; a query of more than [`pair::MAX_TERMS`] words keeps the plain scores. Costs
-/// one read of the order of each thread found (its messages' pks and
-/// ordinals) and one content read per neighbour (BENCHMARKS.md, "Turn pairs": a few ms a query at 10^6 messages).
+/// one read of the order of each thread found (its messages' pks in turn
+/// order) and one content read per neighbour (BENCHMARKS.md, "Turn pairs": a few ms a query at 10^6 messages).
 fn with_turn_pairs<R: SearchReader + ?Sized>(
     ctx: &mut Ctx<'_, R>,
     list: Vec<(Key, f64)>,
@@ -524,7 +524,7 @@ fn with_turn_pairs<R: SearchReader + ?Sized>(
     // turns before and after it, from one read of each thread's order: `(pk, before, after)`.
     let mut pool: Vec<(i64, Option<i64>, Option<i64>)> = Vec::new();
     let mut pooled: HashSet<i64> = found.iter().map(|(k, _)| k.1).collect();
-    let mut orders: HashMap<String, pair::ThreadOrder> = HashMap::new();
+    let mut orders: HashMap<String, personkit_store::order::ThreadOrder> = HashMap::new();
     for (k, _) in &found {
         let Some(m) = ctx.load(*k)? else { continue };
         counts.insert(k.1, pair::Counts::of(&m.content, &terms));
@@ -534,7 +534,10 @@ fn with_turn_pairs<R: SearchReader + ?Sized>(
         };
         if !orders.contains_key(&thread) {
             let rows = ctx.reader.thread_order(&thread)?;
-            orders.insert(thread.clone(), pair::ThreadOrder::new(rows));
+            orders.insert(
+                thread.clone(),
+                personkit_store::order::ThreadOrder::new(rows),
+            );
         }
         let order = &orders[&thread];
         let next = order.after(k.1);

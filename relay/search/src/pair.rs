@@ -220,61 +220,6 @@ pub fn spread_idf(idf: f64, rows: f64, texts: f64) -> f64 {
     ((rows - spread + 0.5) / (spread + 0.5)).ln().max(MIN_IDF)
 }
 
-/// The order of a thread's current messages, for finding the turn before and after one of them: by ordinal for a
-/// message that has one (among the messages with an ordinal, ties by pk), else by pk — the order of
-/// `SearchReader::next_in_thread` and of a vector's previous turn.
-#[derive(Debug, Clone, Default)]
-pub struct ThreadOrder {
-    by_ordinal: Vec<(i64, i64)>,
-    by_pk: Vec<i64>,
-    ordinal: std::collections::HashMap<i64, Option<i64>>,
-}
-
-impl ThreadOrder {
-    pub fn new(rows: Vec<(i64, Option<i64>)>) -> Self {
-        let mut by_ordinal: Vec<(i64, i64)> = rows
-            .iter()
-            .filter_map(|(pk, o)| o.map(|o| (o, *pk)))
-            .collect();
-        by_ordinal.sort_unstable();
-        let mut by_pk: Vec<i64> = rows.iter().map(|(pk, _)| *pk).collect();
-        by_pk.sort_unstable();
-        ThreadOrder {
-            by_ordinal,
-            by_pk,
-            ordinal: rows.into_iter().collect(),
-        }
-    }
-
-    /// The message right after `pk` (None when it is the last, or not a current message of this thread).
-    pub fn after(&self, pk: i64) -> Option<i64> {
-        match *self.ordinal.get(&pk)? {
-            Some(o) => {
-                let i = self.by_ordinal.partition_point(|(x, _)| *x <= o);
-                self.by_ordinal.get(i).map(|(_, p)| *p)
-            }
-            None => {
-                let i = self.by_pk.partition_point(|p| *p <= pk);
-                self.by_pk.get(i).copied()
-            }
-        }
-    }
-
-    /// The message right before `pk`.
-    pub fn before(&self, pk: i64) -> Option<i64> {
-        match *self.ordinal.get(&pk)? {
-            Some(o) => {
-                let i = self.by_ordinal.partition_point(|(x, _)| *x < o);
-                i.checked_sub(1).map(|i| self.by_ordinal[i].1)
-            }
-            None => {
-                let i = self.by_pk.partition_point(|p| *p < pk);
-                i.checked_sub(1).map(|i| self.by_pk[i])
-            }
-        }
-    }
-}
-
 /// A turn with the turn before and the turn after it, weighted like FTS5 column weights.
 #[derive(Debug)]
 pub struct Pair<'a> {
@@ -420,34 +365,6 @@ mod tests {
         let terms = Terms::of(&["running".into(), "sunset".into()]);
         let c = Counts::of("Runs, RUNNING and ran — a sunset; sunsets!", &terms);
         assert_eq!((c.tf(0), c.tf(1), c.len()), (2.0, 2.0, 7.0));
-    }
-
-    /// The same neighbours as the SQL of `next_in_thread` (and its mirror): by ordinal, ties by pk, equal ordinals
-    /// skipped; by pk for a message without an ordinal.
-    #[test]
-    fn thread_order_finds_the_turns_either_side() {
-        let t = ThreadOrder::new(vec![
-            (10, Some(2)),
-            (11, Some(0)),
-            (12, Some(1)),
-            (13, Some(1)),
-            (14, None),
-            (20, Some(5)),
-        ]);
-        assert_eq!(t.after(11), Some(12));
-        assert_eq!(
-            t.after(12),
-            Some(10),
-            "the other turn at ordinal 1 is not after it"
-        );
-        assert_eq!(t.after(10), Some(20));
-        assert_eq!(t.after(20), None);
-        assert_eq!(t.before(10), Some(13));
-        assert_eq!(t.before(11), None);
-        assert_eq!(t.before(12), Some(11));
-        assert_eq!(t.after(14), Some(20));
-        assert_eq!(t.before(14), Some(13));
-        assert_eq!(t.after(99), None);
     }
 
     #[test]

@@ -520,8 +520,9 @@ pub fn export_thread_ids(
     Ok(ids)
 }
 
-/// One thread with all its messages: its current turns as the read layer gives them ([`crate::read::turns_in_order`]),
-/// each with its other revisions. `None` when the thread does not exist.
+/// One thread with all its messages: its current turns as the read layer gives them, in turn order
+/// ([`crate::read::turns_in_order`], [`crate::order`]), each with its other revisions. `None` when the thread does
+/// not exist.
 pub fn export_thread(conn: &Connection, id: &str) -> Result<Option<ExportThread>, DbError> {
     let mut t = conn.prepare_cached(
         "SELECT id, surface, conversation_id, title, url, first_seen_at, last_seen_at FROM threads WHERE id = ?1",

@@ -149,10 +149,12 @@ pub mod baseline {
 
     /// The first `limit` current turns of a thread, in order, with their text.
     pub fn thread_turns(conn: &Connection, thread_id: &str, limit: u32) -> Result<usize, DbError> {
-        let mut st = conn.prepare_cached(
+        let mut st = conn.prepare_cached(concat!(
             "SELECT id, role, content, COALESCE(occurred_at, captured_at) FROM messages
-             WHERE thread_id = ?1 AND is_current = 1 ORDER BY ordinal LIMIT ?2",
-        )?;
+             WHERE thread_id = ?1 AND is_current = 1 ",
+            crate::order::order_by!("messages"),
+            " LIMIT ?2",
+        ))?;
         let rows = st.query_map(params![thread_id, limit], |r| {
             Ok((
                 r.get::<_, String>(0)?,

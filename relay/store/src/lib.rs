@@ -24,6 +24,7 @@ pub mod health;
 pub mod ingest;
 pub mod migrations;
 pub mod neighbours;
+pub mod order;
 pub mod pending;
 pub mod read;
 pub mod retrieval;

@@ -13,18 +13,23 @@ use crate::vectors::Kind;
 /// The side table the benchmark builds (dropped and rebuilt on every run).
 const TABLE: &str = "bench_context_fts";
 
-/// Builds [`TABLE`] from the corpus's current messages. "Before" and "after" follow the order
-/// `vectors::pending_with` uses for a message's previous turn: by ordinal when there is one, else as stored.
+/// Builds [`TABLE`] from the corpus's current messages. "Before" and "after" follow the turn order
+/// ([`crate::order`]).
 pub fn build(conn: &Connection) -> Result<usize, DbError> {
     conn.execute_batch(&format!(
-        "DROP TABLE IF EXISTS {TABLE};
+        concat!(
+            "DROP TABLE IF EXISTS {TABLE};
          CREATE VIRTUAL TABLE {TABLE} USING fts5(content, before, after, tokenize='porter unicode61');
          INSERT INTO {TABLE}(rowid, content, before, after)
          SELECT pk, content,
                 COALESCE(LAG(content) OVER w, ''),
                 COALESCE(LEAD(content) OVER w, '')
            FROM messages WHERE is_current = 1
-         WINDOW w AS (PARTITION BY thread_id ORDER BY ordinal IS NULL, ordinal, pk);"
+         WINDOW w AS (PARTITION BY thread_id ",
+            crate::order::order_by!("messages"),
+            ");"
+        ),
+        TABLE = TABLE
     ))?;
     Ok(
         conn.query_row(&format!("SELECT count(*) FROM {TABLE}"), [], |r| {
@@ -67,7 +72,7 @@ impl SearchReader for NeighbourFts<'_> {
         self.conn.next_in_thread(pk)
     }
 
-    fn thread_order(&self, thread_id: &str) -> Result<Vec<(i64, Option<i64>)>, DbError> {
+    fn thread_order(&self, thread_id: &str) -> Result<Vec<i64>, DbError> {
         self.conn.thread_order(thread_id)
     }
 

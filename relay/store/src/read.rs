@@ -380,8 +380,7 @@ fn parse_turn_cursor(c: &str) -> Result<u64, ReadError> {
     })
 }
 
-/// A thread's turns in order, `limit` per page from `cursor`. Turns are ordered by their surface's ordinal when
-/// there is one, then by time, then by arrival.
+/// A thread's turns in turn order ([`crate::order`]), `limit` per page from `cursor`.
 pub fn get_thread(
     conn: &Connection,
     id: &str,
@@ -423,12 +422,12 @@ pub fn turns_in_order(
     from: u64,
 ) -> Result<Vec<Turn>, DbError> {
     let rows: Vec<(String, String, String, String, u32, Option<String>)> = conn
-        .prepare_cached(
+        .prepare_cached(concat!(
             "SELECT id, role, content, COALESCE(occurred_at, captured_at), revision, position_key
-             FROM messages WHERE thread_id = ?1 AND is_current = 1
-             ORDER BY ordinal IS NULL, ordinal, COALESCE(occurred_at, captured_at), pk
-             LIMIT ?2 OFFSET ?3",
-        )?
+             FROM messages WHERE thread_id = ?1 AND is_current = 1 ",
+            crate::order::order_by!("messages"),
+            " LIMIT ?2 OFFSET ?3",
+        ))?
         .query_map(params![id, limit, from.saturating_sub(1) as i64], |r| {
             Ok((
                 r.get(0)?,

@@ -5,6 +5,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::db::DbError;
+use crate::order;
 use crate::vectors::{self, Kind, vec_to_blob};
 
 /// What a hit shows and what filters look at, for one message or event.
@@ -45,12 +46,11 @@ pub trait SearchReader {
     ) -> Result<Vec<(i64, f64)>, DbError>;
     /// The metadata of a current message or an event; `None` when it does not exist or is not current.
     fn row_meta(&self, kind: Kind, pk: i64) -> Result<Option<RowMeta>, DbError>;
-    /// The current message right after message `pk` in its thread (by ordinal when it has one, else as stored):
-    /// the order in which `vectors::pending_with` finds a message's previous turn.
+    /// The current message right after message `pk` in its thread, in turn order ([`crate::order`]).
     fn next_in_thread(&self, pk: i64) -> Result<Option<i64>, DbError>;
-    /// The current messages of a thread: `(pk, ordinal)`, in no particular order (the caller orders them the way
-    /// [`SearchReader::next_in_thread`] does).
-    fn thread_order(&self, thread_id: &str) -> Result<Vec<(i64, Option<i64>)>, DbError>;
+    /// The current messages of a thread, as pks in turn order (step through them with
+    /// [`crate::order::ThreadOrder`]).
+    fn thread_order(&self, thread_id: &str) -> Result<Vec<i64>, DbError>;
     /// The content of a current message.
     fn content_of(&self, pk: i64) -> Result<Option<String>, DbError>;
     /// The row count and the average row length in tokens of `kind`'s FTS index, as `bm25()` uses them (FTS5's
@@ -167,29 +167,11 @@ impl SearchReader for Connection {
     }
 
     fn next_in_thread(&self, pk: i64) -> Result<Option<i64>, DbError> {
-        Ok(self
-            .prepare_cached(
-                "SELECT CASE WHEN m.ordinal IS NOT NULL THEN
-                    (SELECT n.pk FROM messages n WHERE n.thread_id = m.thread_id AND n.is_current = 1
-                        AND n.ordinal > m.ordinal ORDER BY n.ordinal, n.pk LIMIT 1)
-                 ELSE
-                    (SELECT n.pk FROM messages n WHERE n.thread_id = m.thread_id AND n.is_current = 1
-                        AND n.pk > m.pk ORDER BY n.pk LIMIT 1)
-                 END
-                 FROM messages m WHERE m.pk = ?1",
-            )?
-            .query_row([pk], |r| r.get::<_, Option<i64>>(0))
-            .optional()?
-            .flatten())
+        order::next_turn(self, pk)
     }
 
-    fn thread_order(&self, thread_id: &str) -> Result<Vec<(i64, Option<i64>)>, DbError> {
-        Ok(self
-            .prepare_cached(
-                "SELECT pk, ordinal FROM messages WHERE thread_id = ?1 AND is_current = 1",
-            )?
-            .query_map([thread_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?)
+    fn thread_order(&self, thread_id: &str) -> Result<Vec<i64>, DbError> {
+        order::thread_turns(self, thread_id)
     }
 
     fn content_of(&self, pk: i64) -> Result<Option<String>, DbError> {

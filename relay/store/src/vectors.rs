@@ -127,29 +127,9 @@ pub fn pending(
     pending_with(conn, kind, model_key, after, limit, false)
 }
 
-/// The current message before message `m` in its thread, as a SQL subquery selecting column `$col` of it (`p`):
-/// by ordinal when `m` has one (the site's or the capture's count of the shown thread), else the one stored just
-/// before it. Thread order is never read from `position_key`: those are names of slots (`o:10` sorts before
-/// `o:9`; `b:<parent id>` by the parent's id).
-macro_rules! previous_in_thread {
-    ($col:literal) => {
-        concat!(
-            "CASE WHEN m.ordinal IS NOT NULL THEN (SELECT p.",
-            $col,
-            " FROM messages p ",
-            "WHERE p.thread_id = m.thread_id AND p.is_current = 1 AND p.ordinal < m.ordinal ",
-            "ORDER BY p.ordinal DESC, p.pk DESC LIMIT 1) ",
-            "ELSE (SELECT p.",
-            $col,
-            " FROM messages p ",
-            "WHERE p.thread_id = m.thread_id AND p.is_current = 1 AND p.pk < m.pk ",
-            "ORDER BY p.pk DESC LIMIT 1) END"
-        )
-    };
-}
-
-/// The subquery of [`previous_in_thread`] for the content (documentation anchor).
-pub const PREVIOUS_IN_THREAD: &str = previous_in_thread!("content");
+/// The subquery that finds the current message before message `m` in its thread, in turn order
+/// ([`crate::order`]), for its content.
+pub const PREVIOUS_IN_THREAD: &str = crate::order::turn_before!("content");
 
 /// Like [`pending`]; with `previous`, a message's text is followed by the current message before it in its thread
 /// ([`PREVIOUS_IN_THREAD`]), as `<text>\n\n(after: <previous>)` — the text of a reply then carries what it
@@ -165,9 +145,9 @@ pub fn pending_with(
     let sql = match kind {
         Kind::Message if previous => {
             concat!(
-                "SELECT m.pk, m.content || coalesce('\n\n(after: ' || (",
-                previous_in_thread!("content"),
-                ") || ')', '')
+                "SELECT m.pk, m.content || coalesce('\n\n(after: ' || ",
+                crate::order::turn_before!("content"),
+                " || ')', '')
              FROM messages m
              LEFT JOIN search_vec_state s ON s.kind = 'message' AND s.pk = m.pk
              WHERE m.pk > ?1 AND m.is_current = 1 AND (s.pk IS NULL OR s.model_key != ?2)

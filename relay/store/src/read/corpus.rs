@@ -244,7 +244,8 @@ pub struct MessageRow {
     pub source_path: String,
 }
 
-/// Messages, newest capture first, optionally of one surface and/or one thread.
+/// Messages, newest capture first, optionally of one surface; one thread's messages (every revision) in turn
+/// order ([`crate::order`]).
 pub fn messages(
     conn: &Connection,
     surface: Option<&str>,
@@ -253,17 +254,17 @@ pub fn messages(
 ) -> Result<Vec<MessageRow>, DbError> {
     // One thread's turns are read by the thread and sorted (a thread is small); otherwise the newest come from
     // the end of the capture-time index, read until `limit` rows pass the surface filter.
-    let by = if thread.is_some() {
-        "m.thread_id = ?2"
+    let (by, order) = if thread.is_some() {
+        ("m.thread_id = ?2", crate::order::order_by!("m"))
     } else {
-        "?2 IS NULL"
+        ("?2 IS NULL", "ORDER BY m.captured_at DESC, m.pk DESC")
     };
     let mut stmt = conn.prepare(&format!(
         "SELECT m.id, m.thread_id, t.surface, m.role, m.content, m.content_hash, m.message_key, m.ordinal,
             m.occurred_at, m.captured_at, m.revision, m.is_current, m.parent_key, m.source_path
          FROM messages m JOIN threads t ON t.id = m.thread_id
          WHERE (?1 IS NULL OR t.surface = ?1) AND {by}
-         ORDER BY m.captured_at DESC, m.pk DESC LIMIT ?3"
+         {order} LIMIT ?3"
     ))?;
     let rows = stmt
         .query_map(params![surface, thread, limit], |r| {
