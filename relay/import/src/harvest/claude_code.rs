@@ -173,11 +173,13 @@ fn message(
                 let err = b.get("is_error").and_then(Value::as_bool) == Some(true);
                 results.push(cut(&if err { format!("[error] {body}") } else { body }));
             }
-            "image" => texts.push("[image]".into()),
+            "image" => texts.push(personkit_shared::turn_text::IMAGE.into()),
             "document" => texts.push("[document]".into()),
             other => {
                 let other = personkit_shared::wire::quote_safely(other, 64);
-                texts.push(format!("[unsupported: claude-code block {other:?}]"));
+                texts.push(personkit_shared::turn_text::unsupported(&format!(
+                    "claude-code block {other:?}"
+                )));
                 t.unknown.push(format!("claude-code:block:{other}"));
             }
         }
