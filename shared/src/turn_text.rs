@@ -19,6 +19,7 @@
 //! | audio | `[audio]`, `[audio/video]` | a line of its own is dropped |
 //! | not understood | `[unsupported: what]` | a line of its own is dropped |
 //! | hidden context (archive) | a first line `[context]` | dropped |
+//! | a transcript's note (harvest) | `[kind] text` ([`note`]), `[reasoning withheld by the model provider]` | words |
 //!
 //! ## One mapping, two styles
 //!
@@ -57,6 +58,8 @@ pub const FILE: &str = "[file]";
 pub const AUDIO: &str = "[audio]";
 /// A live voice or video session.
 pub const AUDIO_VIDEO: &str = "[audio/video]";
+/// Reasoning the model provider sent only encrypted.
+pub const REASONING_WITHHELD: &str = "[reasoning withheld by the model provider]";
 
 /// What a path keeps of a turn (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,6 +214,16 @@ pub fn file(name: &str) -> String {
 /// Something a parser did not understand.
 pub fn unsupported(what: &str) -> String {
     format!("[unsupported: {what}]")
+}
+
+/// A note a tool writes into its transcript (a compaction, an info or error line, a part without text): its kind
+/// in brackets, then its text.
+pub fn note(kind: &str, body: &str) -> String {
+    if body.trim().is_empty() {
+        format!("[{kind}]")
+    } else {
+        format!("[{kind}] {body}")
+    }
 }
 
 /// Whitespace runs (newlines included) as one space, trimmed: a name or title inside a one-line marker.
@@ -415,6 +428,8 @@ mod tests {
             assert!(!is_placeholder(l), "{l}");
         }
         assert_eq!(image(""), IMAGE);
+        assert_eq!(note("info", " "), "[info]");
+        assert_eq!(note("compacted", "a b"), "[compacted] a b");
         assert_eq!(file("  "), FILE);
         assert_eq!(file(" a\nb "), "[file: a b]");
         assert_eq!(image("a  cat"), "[image: a cat]");

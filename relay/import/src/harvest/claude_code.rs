@@ -103,11 +103,7 @@ impl LineParser for Parser {
                 let mut t = turn(SRC, &key, parent, Role::System);
                 let sub = s(&v, "subtype").unwrap_or("system");
                 let body = text_of(v.get("content").unwrap_or(&Value::Null));
-                t.text = if body.trim().is_empty() {
-                    format!("[{sub}]")
-                } else {
-                    format!("[{sub}] {body}")
-                };
+                t.text = personkit_shared::turn_text::note(sub, &body);
                 t.hidden = true;
                 t
             }
@@ -158,7 +154,9 @@ fn message(
                     });
                 }
             }
-            "redacted_thinking" => texts.push("[reasoning withheld by the model provider]".into()),
+            "redacted_thinking" => {
+                texts.push(personkit_shared::turn_text::REASONING_WITHHELD.into())
+            }
             "tool_use" | "server_tool_use" => t.tool_calls.push(ToolCall {
                 name: s(b, "name").unwrap_or("tool").to_owned(),
                 input: cut(&b

@@ -515,7 +515,7 @@ pub fn text_of(v: &Value) -> String {
                     Some(t) => t.to_owned(),
                     None => {
                         let kind = o.get("type").and_then(Value::as_str).unwrap_or("part");
-                        format!("[{kind}]")
+                        personkit_shared::turn_text::note(kind, "")
                     }
                 },
                 other => other.to_string(),
