@@ -101,15 +101,23 @@ impl<'a> Parts<'a> {
 }
 
 /// The one mapping from a turn's parts to its text (see the module doc for the styles).
+// Inlined so that a caller passing `Style::Page` (the capture core, which has a size budget) links no archive code.
+#[inline(always)]
 pub fn render(p: &Parts<'_>, style: Style) -> String {
     let mut out = match p.reasoning.map(str::trim).filter(|r| !r.is_empty()) {
         Some(r) if p.text.is_empty() => reasoning_block(r),
         Some(r) => format!("{}\n\n{}", reasoning_block(r), p.text),
         None => p.text.to_owned(),
     };
-    if style == Style::Page {
-        return out;
+    if style == Style::Archive {
+        archive_blocks(p, &mut out);
     }
+    out
+}
+
+/// What the archive style adds after the reasoning and the answer.
+#[inline(never)]
+fn archive_blocks(p: &Parts<'_>, out: &mut String) {
     let mut add = |s: &str| {
         if s.trim().is_empty() {
             return;
@@ -134,9 +142,8 @@ pub fn render(p: &Parts<'_>, style: Style) -> String {
     }
     add(&sources_block(p.citations));
     if p.hidden && !out.trim().is_empty() {
-        out = format!("{CONTEXT}\n{out}");
+        *out = format!("{CONTEXT}\n{out}");
     }
-    out
 }
 
 /// Reasoning as a block of its own.
