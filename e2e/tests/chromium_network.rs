@@ -543,7 +543,10 @@ fn a_claude_tree_without_ids_in_the_dom_lands_once_per_turn_with_its_branches() 
         // Reasoning is kept before the answer, in its own block (as the DOM path writes it).
         let text = t["text"].as_str().unwrap();
         let text = match t["reasoning"].as_str() {
-            Some(r) => format!("[reasoning]\n{r}\n[/reasoning]\n\n{text}"),
+            Some(r) => format!(
+                "{}\n\n{text}",
+                personkit_shared::turn_text::reasoning_block(r)
+            ),
             None => text.to_owned(),
         };
         assert_eq!(got[0].content, text, "{k}");
@@ -633,7 +636,10 @@ fn copilot_replies_over_a_websocket_land_in_source_form() {
         .map(|t| {
             let text = t["text"].as_str().unwrap();
             let text = match t["reasoning"].as_str() {
-                Some(r) => format!("[reasoning]\n{r}\n[/reasoning]\n\n{text}"),
+                Some(r) => format!(
+                    "{}\n\n{text}",
+                    personkit_shared::turn_text::reasoning_block(r)
+                ),
                 None => text.to_owned(),
             };
             (t["message_key"].as_str().unwrap().to_owned(), text)

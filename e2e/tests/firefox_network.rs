@@ -154,7 +154,10 @@ fn parsed(rel: &str) -> Vec<Value> {
 fn stored_text(t: &Value) -> String {
     let text = t["text"].as_str().unwrap();
     match t["reasoning"].as_str() {
-        Some(r) => format!("[reasoning]\n{r}\n[/reasoning]\n\n{text}"),
+        Some(r) => format!(
+            "{}\n\n{text}",
+            personkit_shared::turn_text::reasoning_block(r)
+        ),
         None => text.to_owned(),
     }
 }

@@ -251,27 +251,17 @@ fn keys_compatible(inc: &Incoming<'_>, s: &Stored) -> bool {
     }
 }
 
-/// The words of a text, for recognising two renderings of one turn: our marker lines dropped ([`is_marker`]) and
-/// `[reasoning]` … `[/reasoning]` blocks, URLs dropped, then every maximal run of letters and digits, lower-cased,
+/// The words of a text, for recognising two renderings of one turn: the turn's own lines
+/// ([`crate::turn_text::own_lines`]: reasoning, tool and tool-output blocks, a final sources list and placeholder
+/// lines left out), URLs dropped, then every maximal run of letters and digits, lower-cased,
 /// joined by one space. A DOM rendering and the site's Markdown of the same turn differ in markup (`**`, list
 /// markers, fences, link syntax) but not in these words; the source form also names what the page shows as a chip,
-/// an image or a collapsed block (an attachment, reasoning the page keeps folded, a block type no parser knows).
+/// an image or a collapsed block (an attachment, reasoning the page keeps folded, a block type no parser knows),
+/// and an export also what the page does not show as text (tool calls and output, the list of sources).
 pub fn match_text(content: &str) -> String {
     let mut words: Vec<String> = Vec::new();
-    let mut in_reasoning = false;
-    let tokens = content.lines().filter(|line| {
-        let l = line.trim();
-        if in_reasoning {
-            in_reasoning = l != "[/reasoning]";
-            return false;
-        }
-        if l == "[reasoning]" {
-            in_reasoning = true;
-            return false;
-        }
-        !is_marker(l)
-    });
-    for token in tokens.flat_map(str::split_whitespace) {
+    let lines = crate::turn_text::own_lines(content);
+    for token in lines.into_iter().flat_map(str::split_whitespace) {
         let url_at = ["http://", "https://"]
             .iter()
             .filter_map(|p| token.find(p))
@@ -298,22 +288,6 @@ pub fn match_text(content: &str) -> String {
 pub fn words_hash(role: Role, content: &str) -> Option<String> {
     let text = match_text(content);
     (!text.is_empty()).then(|| crate::ids::content_hash(&text, role))
-}
-
-/// A line that stands for something the page renders as other than text: `[image]`, `[image: alt]`, `[audio]`,
-/// `[audio/video]`, `[file]`, `[file: name]`, `[unsupported: what]` (the placeholders the parsers and the DOM
-/// renderer write).
-fn is_marker(line: &str) -> bool {
-    let Some(inner) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) else {
-        return false;
-    };
-    if inner.contains(['[', ']', '\n']) {
-        return false;
-    }
-    matches!(inner, "image" | "audio" | "audio/video" | "file")
-        || ["image: ", "file: ", "unsupported: "]
-            .iter()
-            .any(|p| inner.starts_with(p))
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! function that derives a thread id, and the validation rules that every client and the relay apply to an observation;
 //! the extension's capture core (`capture`); and the parsers of what the chat sites' pages receive over the network
 //! (`network`).
+//! How a turn's parts become its text, and how that text is read back, is written once, in `turn_text`.
 //!
 //! It is not a server and not a browser binding: no tokio, no SQL, no JS types. It must build for
 //! `wasm32-unknown-unknown` (`cargo check -p personkit-shared --target wasm32-unknown-unknown` runs in CI).
@@ -14,6 +15,7 @@ pub mod ids;
 pub mod network;
 pub mod scrub;
 pub mod time;
+pub mod turn_text;
 pub mod wire;
 
 pub use ids::{content_hash, message_id, thread_id};

@@ -7,6 +7,7 @@
 //! becomes a folded `> [!note]- Reasoning` callout, so the answer reads on its own; the other revisions at a
 //! turn's position (edits, regenerations) follow it in a folded `> [!abstract]-` callout, oldest first.
 
+use personkit_shared::turn_text;
 use personkit_store::archive::{ExportThread, ExportTurn};
 use serde::Serialize;
 
@@ -148,7 +149,7 @@ fn body(out: &mut String, text: &str) {
             continue;
         }
         if let Some(r) = reasoning.as_mut() {
-            if line.trim_end() == "[/reasoning]" {
+            if line.trim_end() == turn_text::REASONING_CLOSE {
                 out.push_str("> [!note]- Reasoning\n");
                 quote(out, r.trim_end_matches('\n'));
                 out.push('\n');
@@ -160,7 +161,7 @@ fn body(out: &mut String, text: &str) {
             }
             continue;
         }
-        if !in_code && line.trim_end() == "[reasoning]" {
+        if !in_code && line.trim_end() == turn_text::REASONING_OPEN {
             reasoning = Some(String::new());
             continue;
         }
@@ -172,7 +173,8 @@ fn body(out: &mut String, text: &str) {
     }
     // An unclosed block is kept as it was written.
     if let Some(r) = reasoning {
-        out.push_str("[reasoning]\n");
+        out.push_str(turn_text::REASONING_OPEN);
+        out.push('\n');
         out.push_str(&r);
     }
 }

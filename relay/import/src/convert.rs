@@ -35,54 +35,10 @@ pub struct Converted {
     pub unknown: Vec<String>,
 }
 
-/// The text of a turn as it is stored: reasoning in the renderer's `[reasoning]` block (as the DOM path
-/// captures it), the answer, tool calls and output, sources.
+/// The text of a turn as it is stored: `turn_text`'s archive style (reasoning, answer, tool calls and output,
+/// sources; a hidden turn marked as context).
 pub fn turn_text(t: &NetTurn) -> String {
-    let mut out = t.capture_text();
-    let mut add = |s: &str| {
-        if s.trim().is_empty() {
-            return;
-        }
-        if !out.is_empty() {
-            out.push_str("\n\n");
-        }
-        out.push_str(s);
-    };
-    for c in &t.tool_calls {
-        if c.input.trim().is_empty() {
-            add(&format!("[tool: {}]", c.name));
-        } else {
-            add(&format!(
-                "[tool: {}]\n```\n{}\n```",
-                c.name,
-                c.input.trim_end()
-            ));
-        }
-        if let Some(o) = c.output.as_deref().filter(|o| !o.trim().is_empty()) {
-            add(&format!("[tool output]\n```\n{}\n```", o.trim_end()));
-        }
-    }
-    if let Some(o) = t.tool_output.as_deref() {
-        if t.role == Role::Tool {
-            add(o);
-        } else if !o.trim().is_empty() {
-            add(&format!("[tool output]\n```\n{}\n```", o.trim_end()));
-        }
-    }
-    if !t.citations.is_empty() {
-        let mut s = String::from("Sources:");
-        for c in &t.citations {
-            let title = c.title.as_deref().unwrap_or(&c.url);
-            s.push_str(&format!("\n- [{title}]({})", c.url));
-            if let Some(q) = c.quote.as_deref().filter(|q| !q.trim().is_empty()) {
-                for line in q.lines() {
-                    s.push_str(&format!("\n  > {line}"));
-                }
-            }
-        }
-        add(&s);
-    }
-    out
+    personkit_shared::turn_text::render(&t.parts(), personkit_shared::turn_text::Style::Archive)
 }
 
 /// Builds the observations of one conversation.
@@ -146,10 +102,7 @@ pub fn convert(
         // Messages the site keeps out of the visible thread (custom instructions, model context) are kept as
         // system turns: they say how the answers came about.
         let role = if t.hidden { Role::System } else { t.role };
-        let mut text = turn_text(t);
-        if t.hidden && !text.trim().is_empty() {
-            text = format!("[context]\n{text}");
-        }
+        let text = turn_text(t);
         let content = redactor.redact(&normalize(&text));
         if content.trim().is_empty() {
             out.empty += 1;

@@ -275,7 +275,7 @@ fn add_extracted_text(v: &Value, turns: &mut [NetTurn]) {
             else {
                 continue;
             };
-            let chip = format!("[file: {name}]");
+            let chip = personkit_shared::turn_text::file(name);
             let block = format!("```\n{}\n```", body.trim_end());
             match t.text.find(&chip) {
                 Some(i) => t.text.insert_str(i + chip.len(), &format!("\n\n{block}")),

@@ -1113,15 +1113,9 @@ fn network_candidates(
             .filter(|t| !t.hidden && matches!(t.role, wire::Role::User | wire::Role::Assistant))
             .take(policy::MAX_NETWORK_TURNS)
             .map(|t| {
-                let text = match t.reasoning.as_deref().map(str::trim) {
-                    Some(r) if !r.is_empty() && t.text.is_empty() => {
-                        format!("[reasoning]\n{r}\n[/reasoning]")
-                    }
-                    Some(r) if !r.is_empty() => {
-                        format!("[reasoning]\n{r}\n[/reasoning]\n\n{}", t.text)
-                    }
-                    _ => t.text,
-                };
+                let mut parts = crate::turn_text::Parts::new(t.role, &t.text);
+                parts.reasoning = t.reasoning.as_deref();
+                let text = crate::turn_text::render(&parts, crate::turn_text::Style::Page);
                 let on_branch = t.on_current_branch == Some(true);
                 Candidate {
                     role: t.role,

@@ -22,11 +22,16 @@
 //! | `think` | reasoning shown beside the answer | a block between `[reasoning]` and `[/reasoning]` lines |
 //! | `lbl` | who answered (a side or model, e.g. in a two-answer battle) | a first line `[label]` |
 //!
+//! The markers (`[reasoning]`, `[image: …]`, `[file: …]`, a citation's `(url)`) are written by
+//! [`crate::turn_text`], which owns them for every capture path.
+//!
 //! Unknown tags render their children (a newer content script never loses text on an older core).
 
 /// Deepest tree accepted and rendered (a hostile page can nest without end; the content script flattens below
 /// 80 levels).
 const MAX_DEPTH: usize = 96;
+
+use crate::turn_text;
 
 /// A node of the render tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -419,7 +424,7 @@ impl Writer {
                 let body = blocks(kids, pre, d);
                 let body = body.trim_matches('\n');
                 if !body.trim().is_empty() {
-                    self.paragraph(&format!("[reasoning]\n{body}\n[/reasoning]"));
+                    self.paragraph(&turn_text::reasoning_block(body));
                 }
             }
             "lbl" => {
@@ -501,27 +506,15 @@ impl Writer {
                     if !self.at_line_start() && !self.out.ends_with(' ') {
                         self.out.push(' ');
                     }
-                    self.inline(&format!("({href})"));
+                    self.inline(&turn_text::cited(href));
                 }
             }
             "img" => {
-                let alt = attr(attrs, "alt")
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                if alt.is_empty() {
-                    self.inline("[image]");
-                } else {
-                    self.inline(&format!("[image: {alt}]"));
-                }
+                self.inline(&turn_text::image(attr(attrs, "alt")));
             }
             "file" => {
-                let name = attr(attrs, "name")
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ");
                 self.newlines(1);
-                self.inline(&format!("[file: {name}]"));
+                self.inline(&turn_text::file(attr(attrs, "name")));
                 self.newlines(1);
             }
             _ => self.children(kids, pre, d),

@@ -21,6 +21,7 @@ use super::{
     Citation, Conversation, Handler, NetTurn, ParseError, Surface, ToolCall, Unknown, arrange,
     field, json, push_citation, secs_to_ms, str_of,
 };
+use crate::turn_text;
 use crate::wire::Role;
 
 /// Events that carry nothing a turn needs; recognised so they are not reported as unknown.
@@ -366,15 +367,19 @@ pub(crate) fn message_turn(msg: &Value) -> Option<NetTurn> {
             let piece = match p {
                 Value::String(x) => x.clone(),
                 Value::Object(_) => match p.get("content_type").and_then(Value::as_str) {
-                    Some("image_asset_pointer") => "[image]".to_owned(),
+                    Some("image_asset_pointer") => turn_text::IMAGE.to_owned(),
                     Some("audio_transcription") => str_of(p, "text").unwrap_or_default().to_owned(),
-                    Some("audio_asset_pointer") => "[audio]".to_owned(),
-                    Some("real_time_user_audio_video_asset_pointer") => "[audio/video]".to_owned(),
-                    Some("image_asset_pointer_v2" | "file_asset_pointer") => "[file]".to_owned(),
+                    Some("audio_asset_pointer") => turn_text::AUDIO.to_owned(),
+                    Some("real_time_user_audio_video_asset_pointer") => {
+                        turn_text::AUDIO_VIDEO.to_owned()
+                    }
+                    Some("image_asset_pointer_v2" | "file_asset_pointer") => {
+                        turn_text::FILE.to_owned()
+                    }
                     other => {
                         let what = format!("part:{}", other.unwrap_or("object"));
                         unk.push(what.clone());
-                        format!("[unsupported: {what}]")
+                        turn_text::unsupported(&what)
                     }
                 },
                 _ => String::new(),

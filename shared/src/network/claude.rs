@@ -336,7 +336,7 @@ pub(crate) fn conversation(v: &Value) -> Result<Conversation, ParseError> {
         for list in ["attachments", "files", "files_v2"] {
             for a in m.get(list).and_then(Value::as_array).into_iter().flatten() {
                 if let Some(name) = str_of(a, "file_name") {
-                    let chip = format!("[file: {name}]");
+                    let chip = crate::turn_text::file(name);
                     if !t.text.contains(&chip) {
                         t.add_text(&chip);
                     }

@@ -112,7 +112,7 @@ impl Handler for StreamHandler {
                     t.conversation_id = self.conversation_id.clone();
                     t.text = o.text;
                     for _ in &o.images {
-                        t.add_text("[image]");
+                        t.add_text(crate::turn_text::IMAGE);
                     }
                     t.add_reasoning(&o.reasoning);
                     t.citations = o.citations;

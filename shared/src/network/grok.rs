@@ -98,7 +98,7 @@ fn response_turn(r: &Value, conversation_id: Option<&str>) -> Option<NetTurn> {
         .flatten()
     {
         if a.is_string() {
-            t.add_text("[image]");
+            t.add_text(crate::turn_text::IMAGE);
         }
     }
     Some(t)

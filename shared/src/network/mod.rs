@@ -18,12 +18,13 @@
 //!
 //! ## Mapping onto the wire format (`crate::wire::Turn`)
 //! This type is not the wire format and does not change it. A caller that sends network turns maps: `role` →
-//! `role`; [`NetTurn::capture_text`] (answer text with reasoning in the DOM renderer's `[reasoning]` block) →
-//! `content`; `message_key` → `message_key` (the same id the DOM path reads where the markup carries it, e.g.
-//! ChatGPT's `data-message-id`); `created_at_ms` → `occurred_at` (via `crate::time::rfc3339`); `position` →
-//! `ordinal` only for turns on the shown branch (`on_current_branch`), since a DOM ordinal counts the shown thread.
-//! `parent_key`, `model`, `tool_calls`, `citations` have no wire field yet. How network and DOM turns are matched
-//! and merged is the wire format's rule (docs/wire-format.md), not this module's.
+//! `role`; [`NetTurn::parts`] rendered by [`crate::turn_text::render`] → `content` (the page's capture keeps
+//! reasoning and answer, an import also the tool calls, their output and the sources; see `turn_text`);
+//! `message_key` → `message_key` (the same id the DOM path reads where the markup carries it, e.g. ChatGPT's
+//! `data-message-id`); `parent_key` → `parent_key`; `created_at_ms` → `occurred_at` (via `crate::time::rfc3339`);
+//! `position` → `ordinal` only for turns on the shown branch (`on_current_branch`), since a DOM ordinal counts the
+//! shown thread. `model`, `tool_calls` and `citations` have no wire field of their own. How network and DOM turns
+//! are matched and merged is the wire format's rule (docs/wire-format.md), not this module's.
 
 pub mod chatgpt;
 pub mod claude;
@@ -108,18 +109,16 @@ impl NetTurn {
         }
     }
 
-    /// The text the DOM path would capture for this turn: the reasoning (if any) in the renderer's
-    /// `[reasoning]` … `[/reasoning]` block, then the answer (see `capture::render`).
-    pub fn capture_text(&self) -> String {
-        match self.reasoning.as_deref().map(str::trim) {
-            Some(r) if !r.is_empty() => {
-                if self.text.is_empty() {
-                    format!("[reasoning]\n{r}\n[/reasoning]")
-                } else {
-                    format!("[reasoning]\n{r}\n[/reasoning]\n\n{}", self.text)
-                }
-            }
-            _ => self.text.clone(),
+    /// The turn's parts, for [`crate::turn_text::render`].
+    pub fn parts(&self) -> crate::turn_text::Parts<'_> {
+        crate::turn_text::Parts {
+            role: self.role,
+            text: &self.text,
+            reasoning: self.reasoning.as_deref(),
+            tool_calls: &self.tool_calls,
+            tool_output: self.tool_output.as_deref(),
+            citations: &self.citations,
+            hidden: self.hidden,
         }
     }
 
@@ -159,7 +158,7 @@ impl NetTurn {
     /// Marks something not understood: a placeholder in the text and a note in `unknown`.
     pub(crate) fn unsupported(&mut self, what: &str) {
         let what = short(what);
-        self.add_text(&format!("[unsupported: {what}]"));
+        self.add_text(&crate::turn_text::unsupported(&what));
         if !self.unknown.contains(&what) {
             self.unknown.push(what);
         }
@@ -645,13 +644,29 @@ mod tests {
     }
 
     #[test]
-    fn capture_text_keeps_reasoning_in_the_renderers_block() {
+    fn parts_carry_every_field_the_text_is_made_of() {
         let mut t = NetTurn::new(Surface::Claude, "k".into(), Role::Assistant);
         t.text = "The answer.".into();
         t.reasoning = Some("Let me think.".into());
+        t.tool_output = Some("out".into());
+        t.hidden = true;
+        let p = t.parts();
         assert_eq!(
-            t.capture_text(),
-            "[reasoning]\nLet me think.\n[/reasoning]\n\nThe answer."
+            (p.role, p.text, p.reasoning, p.tool_output, p.hidden),
+            (
+                Role::Assistant,
+                "The answer.",
+                Some("Let me think."),
+                Some("out"),
+                true
+            )
+        );
+        assert_eq!(
+            crate::turn_text::render(&p, crate::turn_text::Style::Page),
+            format!(
+                "{}\n\nThe answer.",
+                crate::turn_text::reasoning_block("Let me think.")
+            )
         );
     }
 

@@ -103,11 +103,7 @@ impl LineParser for Parser {
                 let mut t = turn(SRC, &key, parent, Role::System);
                 let sub = s(&v, "subtype").unwrap_or("system");
                 let body = text_of(v.get("content").unwrap_or(&Value::Null));
-                t.text = if body.trim().is_empty() {
-                    format!("[{sub}]")
-                } else {
-                    format!("[{sub}] {body}")
-                };
+                t.text = personkit_shared::turn_text::note(sub, &body);
                 t.hidden = true;
                 t
             }
@@ -158,7 +154,9 @@ fn message(
                     });
                 }
             }
-            "redacted_thinking" => texts.push("[reasoning withheld by the model provider]".into()),
+            "redacted_thinking" => {
+                texts.push(personkit_shared::turn_text::REASONING_WITHHELD.into())
+            }
             "tool_use" | "server_tool_use" => t.tool_calls.push(ToolCall {
                 name: s(b, "name").unwrap_or("tool").to_owned(),
                 input: cut(&b
@@ -173,11 +171,13 @@ fn message(
                 let err = b.get("is_error").and_then(Value::as_bool) == Some(true);
                 results.push(cut(&if err { format!("[error] {body}") } else { body }));
             }
-            "image" => texts.push("[image]".into()),
+            "image" => texts.push(personkit_shared::turn_text::IMAGE.into()),
             "document" => texts.push("[document]".into()),
             other => {
                 let other = personkit_shared::wire::quote_safely(other, 64);
-                texts.push(format!("[unsupported: claude-code block {other:?}]"));
+                texts.push(personkit_shared::turn_text::unsupported(&format!(
+                    "claude-code block {other:?}"
+                )));
                 t.unknown.push(format!("claude-code:block:{other}"));
             }
         }

@@ -104,9 +104,9 @@ impl LineParser for Parser {
             }
             "compacted" => {
                 let mut t = turn(SRC, "", None, Role::System);
-                t.text = format!(
-                    "[compacted] {}",
-                    text_of(payload.get("message").unwrap_or(&Value::Null))
+                t.text = personkit_shared::turn_text::note(
+                    "compacted",
+                    &text_of(payload.get("message").unwrap_or(&Value::Null)),
                 );
                 t.hidden = true;
                 Some(t)

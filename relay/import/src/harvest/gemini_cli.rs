@@ -167,7 +167,7 @@ fn message(m: &Value, key: &str, parent: Option<&str>) -> NetTurn {
         }
         "info" | "error" | "warning" => {
             let mut t = turn(SRC, key, parent, Role::System);
-            t.text = format!("[{ty}] {content}");
+            t.text = personkit_shared::turn_text::note(ty, &content);
             t.hidden = true;
             t
         }

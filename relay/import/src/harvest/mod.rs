@@ -480,7 +480,8 @@ pub fn placeholder(source: Source, key: &str, parent: Option<&str>, what: &str) 
     let what = personkit_shared::wire::quote_safely(what, 64);
     let what = what.as_str();
     let mut t = turn(source, key, parent, Role::System);
-    t.text = format!("[unsupported: {} record {what:?}]", source.name());
+    t.text =
+        personkit_shared::turn_text::unsupported(&format!("{} record {what:?}", source.name()));
     t.unknown.push(format!("{}:{what}", source.name()));
     t
 }
@@ -514,7 +515,7 @@ pub fn text_of(v: &Value) -> String {
                     Some(t) => t.to_owned(),
                     None => {
                         let kind = o.get("type").and_then(Value::as_str).unwrap_or("part");
-                        format!("[{kind}]")
+                        personkit_shared::turn_text::note(kind, "")
                     }
                 },
                 other => other.to_string(),

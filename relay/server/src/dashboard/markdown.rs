@@ -5,6 +5,7 @@
 //! request leaves the page), maths stays as its source. Reasoning blocks are collapsed in `<details>`.
 
 use maud::{Markup, PreEscaped, html};
+use personkit_shared::turn_text;
 use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd, html as md_html};
 
 fn options() -> Options {
@@ -91,10 +92,10 @@ pub(crate) fn render(content: &str) -> Markup {
     let mut in_reasoning = false;
     for line in content.split_inclusive('\n') {
         let t = line.trim();
-        if !in_reasoning && t == "[reasoning]" {
+        if !in_reasoning && t == turn_text::REASONING_OPEN {
             parts.push((false, std::mem::take(&mut current)));
             in_reasoning = true;
-        } else if in_reasoning && t == "[/reasoning]" {
+        } else if in_reasoning && t == turn_text::REASONING_CLOSE {
             parts.push((true, std::mem::take(&mut current)));
             in_reasoning = false;
         } else {
