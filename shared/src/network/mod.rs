@@ -89,8 +89,14 @@ pub struct NetTurn {
 
 impl NetTurn {
     pub(crate) fn new(surface: Surface, message_key: String, role: Role) -> NetTurn {
+        NetTurn::empty(surface.id().to_owned(), message_key, role)
+    }
+
+    /// A turn of surface id `surface` with nothing read yet: no text, parts, parent or place. Parsers and the
+    /// harvesters start every turn from here.
+    pub fn empty(surface: String, message_key: String, role: Role) -> NetTurn {
         NetTurn {
-            surface: surface.id().to_owned(),
+            surface,
             conversation_id: None,
             message_key,
             parent_key: None,

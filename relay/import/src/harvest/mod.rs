@@ -455,22 +455,8 @@ impl Notes {
 /// A turn of a harvested transcript, with the fields every source sets.
 pub fn turn(source: Source, key: &str, parent: Option<&str>, role: Role) -> NetTurn {
     NetTurn {
-        surface: source.surface(),
-        conversation_id: None,
-        message_key: key.to_owned(),
         parent_key: parent.map(str::to_owned),
-        role,
-        text: String::new(),
-        reasoning: None,
-        tool_calls: Vec::new(),
-        tool_output: None,
-        citations: Vec::new(),
-        model: None,
-        created_at_ms: None,
-        position: None,
-        on_current_branch: None,
-        hidden: false,
-        unknown: Vec::new(),
+        ..NetTurn::empty(source.surface(), key.to_owned(), role)
     }
 }
 
