@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use personkit_archive::export::export;
+use personkit_archive::record::Record;
 use personkit_archive::render::Format;
 use personkit_archive::snapshot;
 use personkit_shared::wire::Role;
@@ -239,10 +240,10 @@ fn main() {
                 let t = Instant::now();
                 let bytes = std::fs::read(&snap).expect("read");
                 std::hint::black_box(bytes.len());
-                let records: Vec<archive::Record> = all_rows
+                let records: Vec<Record> = all_rows
                     .iter()
                     .flat_map(|(i, rows)| {
-                        rows.iter().map(|r| archive::Record {
+                        rows.iter().map(|r| Record {
                             table: *i,
                             values: r.clone(),
                         })

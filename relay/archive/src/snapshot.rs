@@ -1,5 +1,5 @@
 //! Signed snapshots (format in `docs/snapshot.md`): a JSONL file of a header line, the corpus's canonical
-//! records (`personkit_store::archive::dump`) and a signature line. The signature is Ed25519 over
+//! records ([`crate::record`]) and a signature line. The signature is Ed25519 over
 //! `personkit-snapshot/1 <sha512 of every byte before the signature line, hex> <record count>`, so one flipped,
 //! added, removed or reordered byte anywhere fails verification. [`read_verified`] checks the whole file —
 //! signature, trusted key, every record's shape — before the caller writes anything.
@@ -8,9 +8,9 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
+use crate::record::{self, Record};
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use personkit_store::Connection;
-use personkit_store::archive::{self, Record};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha512};
 
@@ -36,7 +36,7 @@ pub enum SnapshotError {
     )]
     UnknownKey(String),
     #[error(transparent)]
-    Dump(#[from] archive::DumpError),
+    Dump(#[from] personkit_store::archive::DumpError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -174,7 +174,7 @@ pub fn write(
     .map_err(|e| SnapshotError::Key(e.to_string()))?;
     emit(&header, &mut w)?;
     let mut records = 0u64;
-    archive::dump(conn, |line| {
+    record::dump(conn, |line| {
         records += 1;
         if records.is_multiple_of(4096) {
             progress(records);
@@ -287,7 +287,7 @@ pub fn read_verified(bytes: &[u8], trusted: &[VerifyingKey]) -> Result<Verified,
     let mut records = Vec::with_capacity(lines.len());
     for (i, l) in lines.iter().enumerate() {
         records.push(
-            archive::parse_record(l).map_err(|m| bad(format!("record on line {}: {m}", i + 2)))?,
+            record::parse_record(l).map_err(|m| bad(format!("record on line {}: {m}", i + 2)))?,
         );
     }
     Ok(Verified {

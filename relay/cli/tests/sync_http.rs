@@ -347,7 +347,7 @@ fn page_with_a_turn(relay_id: &str, word: &str) -> Value {
         time::OffsetDateTime::now_utc(),
     )
     .unwrap();
-    let mut page = serde_json::to_value(personkit_store::sync::page(&c, 0, 1000).unwrap()).unwrap();
+    let mut page = serde_json::to_value(personkit_sync::page(&c, 0, 1000).unwrap()).unwrap();
     page["relay_id"] = relay_id.into();
     page
 }

@@ -1,16 +1,13 @@
 //! The rows that leave the corpus and come back: what `personkit export` renders (threads with every stored
-//! revision, [`export_threads`]) and what a snapshot holds ([`dump`] writes the canonical records, [`restore`]
-//! puts them back into an empty corpus).
+//! revision, [`export_threads`]) and the rows a snapshot holds ([`dump_rows`] reads them in canonical order,
+//! [`restore`] puts them back into an empty corpus). The snapshot record format — how a row is written as a line
+//! and read back — is `personkit_archive::record`'s; this module reads and writes rows only.
 //!
-//! A snapshot record is one table row as a JSON object: `"t"` (the table) first, then the columns in the order
-//! of [`TABLES`], values as SQLite holds them (text as JSON strings, integers as numbers, NULL as null, the one
-//! blob column as lowercase hex). Rows are ordered by each table's key, tables in [`TABLES`] order, so the same
-//! corpus always gives the same bytes. Local rowids (`messages.pk`, `events.pk`), vectors, devices, tokens and
-//! capture health do not travel: the first three are re-derived (FTS by trigger, vectors by the embedding job),
-//! the others belong to one relay.
+//! Rows are ordered by each table's key, tables in [`TABLES`] order, so the same corpus always gives the same
+//! rows. Local rowids (`messages.pk`, `events.pk`), vectors, devices, tokens and capture health do not travel:
+//! the first three are re-derived (FTS by trigger, vectors by the embedding job), the others belong to one relay.
 
-pub use rusqlite::types::Value;
-use rusqlite::types::ValueRef;
+pub use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, TransactionBehavior, params};
 use serde::Serialize;
 
@@ -252,45 +249,20 @@ pub fn table_counts(conn: &Connection) -> Result<Vec<(&'static str, u64)>, DbErr
         .collect()
 }
 
-/// Writes `s` as a JSON string.
-fn push_json_str(out: &mut Vec<u8>, s: &str) {
-    // A string always serialises; the fallback keeps the record well-formed regardless.
-    if serde_json::to_writer(&mut *out, s).is_err() {
-        out.extend_from_slice(b"\"\"");
-    }
-}
-
-/// Calls `each` with every snapshot record (one line, no newline) in canonical order.
-pub fn dump(
+/// Calls `each` with every snapshot row — its table and its values in [`TableSpec::columns`] order — in
+/// canonical order.
+pub fn dump_rows(
     conn: &Connection,
-    mut each: impl FnMut(&[u8]) -> std::io::Result<()>,
+    mut each: impl FnMut(&TableSpec, &[ValueRef<'_>]) -> std::io::Result<()>,
 ) -> Result<(), DumpError> {
-    let mut line = Vec::with_capacity(4096);
     for t in TABLES {
         let mut stmt = conn.prepare(&t.select_statement())?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
-            line.clear();
-            line.extend_from_slice(b"{\"t\":");
-            push_json_str(&mut line, t.name);
-            for (i, c) in t.columns.iter().enumerate() {
-                line.push(b',');
-                push_json_str(&mut line, c);
-                line.push(b':');
-                match r.get_ref(i)? {
-                    ValueRef::Null => line.extend_from_slice(b"null"),
-                    ValueRef::Integer(n) => line.extend_from_slice(n.to_string().as_bytes()),
-                    ValueRef::Real(f) => line.extend_from_slice(
-                        serde_json::to_string(&f)
-                            .unwrap_or_else(|_| "null".into())
-                            .as_bytes(),
-                    ),
-                    ValueRef::Text(b) => push_json_str(&mut line, &String::from_utf8_lossy(b)),
-                    ValueRef::Blob(b) => push_json_str(&mut line, &hex::encode(b)),
-                }
-            }
-            line.push(b'}');
-            each(&line).map_err(DumpError::Io)?;
+            let values = (0..t.columns.len())
+                .map(|i| r.get_ref(i))
+                .collect::<Result<Vec<_>, _>>()?;
+            each(t, &values).map_err(DumpError::Io)?;
         }
     }
     Ok(())
@@ -310,55 +282,11 @@ impl From<rusqlite::Error> for DumpError {
     }
 }
 
-/// One parsed snapshot record, ready to insert: its table and its values in [`TableSpec::columns`] order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Record {
-    pub table: usize,
-    pub values: Vec<Value>,
-}
-
-/// Parses one record line, checking the table, every column (no more, no fewer) and each value's type.
-pub fn parse_record(line: &[u8]) -> Result<Record, String> {
-    let v: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_slice(line).map_err(|e| format!("not a JSON object: {e}"))?;
-    let name = v
-        .get("t")
-        .and_then(|t| t.as_str())
-        .ok_or("no table name (\"t\")")?;
-    let table = TABLES.iter().position(|t| t.name == name).ok_or_else(|| {
-        format!(
-            "unknown table {:?}",
-            name.chars().take(40).collect::<String>()
-        )
-    })?;
-    let spec = &TABLES[table];
-    if v.len() != spec.columns.len() + 1 {
-        return Err(format!(
-            "a {} record has {} columns, this one {}",
-            spec.name,
-            spec.columns.len(),
-            v.len() - 1
-        ));
-    }
-    let mut values = Vec::with_capacity(spec.columns.len());
-    for c in spec.columns {
-        let val = v
-            .get(*c)
-            .ok_or_else(|| format!("{} record without {c}", spec.name))?;
-        values.push(match val {
-            serde_json::Value::Null => Value::Null,
-            serde_json::Value::Number(n) => Value::Integer(
-                n.as_i64()
-                    .ok_or_else(|| format!("{}.{c} is not an integer", spec.name))?,
-            ),
-            serde_json::Value::String(s) if spec.blob_columns.contains(c) => {
-                Value::Blob(hex::decode(s).map_err(|_| format!("{}.{c} is not hex", spec.name))?)
-            }
-            serde_json::Value::String(s) => Value::Text(s.clone()),
-            _ => return Err(format!("{}.{c} has a value of the wrong type", spec.name)),
-        });
-    }
-    Ok(Record { table, values })
+/// A snapshot row to insert: its table (an index into [`TABLES`]) and its values in [`TableSpec::columns`]
+/// order. `personkit_archive::record::Record` is the one a verified snapshot gives.
+pub trait SnapshotRow {
+    fn table(&self) -> usize;
+    fn values(&self) -> &[Value];
 }
 
 /// Whether the corpus holds anything a restore would collide with (any row of a snapshot table).
@@ -385,9 +313,9 @@ impl From<rusqlite::Error> for RestoreError {
 /// Inserts already-verified records into an empty corpus in one transaction: any failure (a constraint, a
 /// duplicate) rolls everything back. `first_line` numbers the records in messages. Calls `progress` with the
 /// count done every so often.
-pub fn restore(
+pub fn restore<R: SnapshotRow>(
     conn: &mut Connection,
-    records: &[Record],
+    records: &[R],
     first_line: usize,
     mut progress: impl FnMut(u64),
 ) -> Result<(), RestoreError> {
@@ -407,21 +335,27 @@ pub fn restore(
     Ok(())
 }
 
-fn insert(
+fn insert<R: SnapshotRow>(
     tx: &Connection,
-    records: &[Record],
+    records: &[R],
     first_line: usize,
     progress: &mut impl FnMut(u64),
 ) -> Result<(), RestoreError> {
     let sqls: Vec<String> = TABLES.iter().map(TableSpec::insert_statement).collect();
     for (i, r) in records.iter().enumerate() {
-        let mut stmt = tx.prepare_cached(&sqls[r.table])?;
-        stmt.execute(rusqlite::params_from_iter(r.values.iter()))
+        let Some(sql) = sqls.get(r.table()) else {
+            return Err(RestoreError::Row {
+                line: first_line + i,
+                message: "unknown table".into(),
+            });
+        };
+        let mut stmt = tx.prepare_cached(sql)?;
+        stmt.execute(rusqlite::params_from_iter(r.values().iter()))
             .map_err(|e| RestoreError::Row {
                 line: first_line + i,
                 message: e.to_string(),
             })?;
-        if TABLES[r.table].name == "messages" {
+        if TABLES[r.table()].name == "messages" {
             crate::pending::queue(tx, tx.last_insert_rowid())?;
         }
         if i % 4096 == 0 {
@@ -432,7 +366,10 @@ fn insert(
 }
 
 /// Inserts records in one transaction with no checks (the benchmarks' baseline for a restore's writes).
-pub fn insert_plain(conn: &mut Connection, records: &[Record]) -> Result<(), RestoreError> {
+pub fn insert_plain<R: SnapshotRow>(
+    conn: &mut Connection,
+    records: &[R],
+) -> Result<(), RestoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     insert(&tx, records, 0, &mut |_| {})?;
     crate::pending::commit(tx)?;

@@ -690,45 +690,6 @@ mod tests {
     }
 
     #[test]
-    fn a_sync_peer_cannot_bring_back_a_forgotten_turn_in_another_rendering() {
-        use crate::sync::{Source, apply_page, page};
-        let src = Source {
-            peer_id: "peer",
-            pull_cursor: None,
-        };
-        let (_da, mut a, _) = corpus();
-        let dom = obs(
-            "browser-ext:chatgpt",
-            "k",
-            "The capital is Canberra",
-            1,
-            "2026-11-22T09:00:00Z",
-        );
-        ingest_observations(&mut a, &origin(), std::slice::from_ref(&dom), NOW).unwrap();
-        forget(&mut a, &Selection::thread(&dom.thread_id), NOW).unwrap();
-        // Relay B only ever saw the site's Markdown of the same turn.
-        let dir_b = tempfile::tempdir().unwrap();
-        let mut b = crate::db::open(&dir_b.path().join("b.db")).unwrap();
-        let net = rendered(
-            &dom,
-            Path::Network,
-            Some("m1"),
-            "The capital is **Canberra**",
-        );
-        ingest_observations(&mut b, &origin(), &[net], NOW).unwrap();
-        let canberra = "SELECT count(*) FROM messages WHERE content LIKE '%Canberra%'";
-        let from_b = page(&b, 0, 1000).unwrap();
-        let r = apply_page(&mut a, &from_b.items, src, NOW).unwrap();
-        assert_eq!(r.forgotten, 1, "{r:?}");
-        assert_eq!(count(&a, canberra), 0);
-        // A's tombstones reach B and remove its rendering.
-        let from_a = page(&a, 0, 1000).unwrap();
-        let r = apply_page(&mut b, &from_a.items, src, NOW).unwrap();
-        assert_eq!(r.removed, 1, "{r:?}");
-        assert_eq!(count(&b, canberra), 0);
-    }
-
-    #[test]
     fn a_words_tombstone_from_a_peer_removes_the_rendering_stored_here() {
         let (_d, mut conn, _) = corpus();
         let dom = obs(

@@ -4,7 +4,8 @@
 //! exports and snapshots ([`archive`]), keeps one-time dashboard sign-in links
 //! ([`signin`]), the CLI's
 //! views ([`views`]), the read layer of the MCP tools and read API ([`read`]), keeps vectors, their cache and their change log ([`vectors`]), answers the reads hybrid
-//! search needs ([`retrieval`]), and bulk-loads synthetic corpora for benchmarks ([`bulk`]).
+//! search needs ([`retrieval`]). With the `bench` feature (benchmarks only), it also bulk-loads synthetic corpora
+//! (`bulk`) and keeps a side full-text index for comparisons (`neighbours`); neither is part of the shipped API.
 //!
 //! **Architecture invariant:** this is the only crate that depends on rusqlite or sqlite-vec, and the only one
 //! with SQL in it. Crates above it see functions and traits ([`retrieval::SearchReader`]) whose types are plain
@@ -15,6 +16,7 @@
 pub mod archive;
 pub mod auth;
 pub mod budget;
+#[cfg(feature = "bench")]
 pub mod bulk;
 pub mod clock;
 pub mod db;
@@ -23,6 +25,7 @@ pub mod harvest;
 pub mod health;
 pub mod ingest;
 pub mod migrations;
+#[cfg(feature = "bench")]
 pub mod neighbours;
 pub mod order;
 pub mod pending;

@@ -264,11 +264,17 @@ mod tests {
              LEFT JOIN messages m ON m.pk = s.pk ORDER BY s.seq",
         );
         assert_eq!(after, before);
-        let page = crate::sync::page(&conn, 0, 100).unwrap();
-        let ids: Vec<&str> = page
-            .items
-            .iter()
-            .filter_map(|i| i.get("id").and_then(serde_json::Value::as_str))
+        // The feed's entries still name their rows: the thread by id, the messages by row number.
+        let ids: Vec<String> = crate::sync::feed(&conn, 0, 100)
+            .unwrap()
+            .into_iter()
+            .filter_map(|(_, change)| match change {
+                crate::sync::Change::Thread(id) => Some(id),
+                crate::sync::Change::Message(pk) => {
+                    crate::sync::message_row(&conn, pk).unwrap().map(|m| m.id)
+                }
+                _ => None,
+            })
             .collect();
         assert_eq!(ids, [t, "m-1", "m-2"]);
 

@@ -1,24 +1,32 @@
 //! `personkit-sync`: the relay-to-relay sync client (docs/sync.md). [`pair`] redeems a peer's one-time code
 //! (`personkit pair --sync` on the peer) for a token; [`sync_peer`] runs one round with a peer: pull its pages after
-//! this relay's cursor and apply each in one transaction (`personkit_store::sync::apply_page`, which moves the
-//! cursor with the commit), then push this relay's own pages after the peer's acknowledged cursor. The relay that
+//! this relay's cursor and apply each in one transaction ([`apply_page`], which moves the cursor with the
+//! commit), then push this relay's own pages after the peer's acknowledged cursor. The relay that
 //! ran `sync add` does both directions, so a peer that cannot reach it (a laptop behind NAT) still gets its turns.
 //!
 //! **Architecture invariant:** peers are reached over https, or plain http to a loopback address only
 //! ([`check_url`]); tokens never appear in logs or errors; a peer's answer is read with a size limit and each item
-//! is checked by the store before anything is written.
+//! is checked ([`pages`]) before anything is written.
 
 use std::time::{Duration, Instant};
 
+pub mod pages;
+
+pub use pages::{
+    Applied, DEFAULT_PAGE_ITEMS, MAX_PAGE_ITEMS, PAGE_CONTENT_BYTES, Page, PageStore, Rejection,
+    Source, apply_page, page,
+};
+
+use personkit_shared::wire::quote_safely;
 use personkit_store::Connection;
-use personkit_store::sync::{self, Applied, Outgoing, Page, Source, SyncToken};
+use personkit_store::sync::{self, Outgoing, SyncToken};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 /// Largest page body read from a peer.
 pub const MAX_PAGE_BODY: u64 = 64 * 1024 * 1024;
 /// Entries asked for per page.
-pub const PAGE_ITEMS: usize = sync::DEFAULT_PAGE_ITEMS;
+pub const PAGE_ITEMS: usize = DEFAULT_PAGE_ITEMS;
 /// Most pages one round pulls and pushes together. A round that reaches it stops with a `round_limit` error
 /// (the peer's status in `sync list`) and the next round goes on from the cursor.
 pub const MAX_PAGES_PER_ROUND: u32 = 10_000;
@@ -68,7 +76,7 @@ pub fn check_url(url: &str) -> Result<String, SyncError> {
     let bad = || {
         SyncError::new(
             "invalid_url",
-            format!("{:?} is not a relay URL", personkit_shared_quote(url)),
+            format!("{:?} is not a relay URL", quote(url)),
             "give the peer's base URL, e.g. https://relay.example.com or http://127.0.0.1:8787",
         )
     };
@@ -96,8 +104,9 @@ pub fn check_url(url: &str) -> Result<String, SyncError> {
     }
 }
 
-fn personkit_shared_quote(s: &str) -> String {
-    s.chars().filter(|c| !c.is_control()).take(200).collect()
+/// A peer's or a user's text, made safe to show in an error.
+fn quote(s: &str) -> String {
+    quote_safely(s, 200)
 }
 
 fn is_loopback(host: &str) -> bool {
@@ -127,10 +136,7 @@ fn answer_error(resp: &ureq::http::Response<ureq::Body>, status: u16, body: &[u8
             .headers()
             .get("location")
             .and_then(|v| v.to_str().ok())
-            .map_or_else(
-                || "elsewhere".to_owned(),
-                |l| format!("to {:?}", personkit_shared_quote(l)),
-            );
+            .map_or_else(|| "elsewhere".to_owned(), |l| format!("to {:?}", quote(l)));
         return SyncError::new(
             "redirect_refused",
             format!(
@@ -153,12 +159,9 @@ fn peer_error(status: u16, body: &[u8]) -> SyncError {
     }
     match serde_json::from_slice::<E>(body) {
         Ok(e) => SyncError {
-            code: personkit_shared_quote(&e.code),
-            message: format!(
-                "the peer answered {status}: {}",
-                personkit_shared_quote(&e.message)
-            ),
-            hint: personkit_shared_quote(&e.hint),
+            code: quote(&e.code),
+            message: format!("the peer answered {status}: {}", quote(&e.message)),
+            hint: quote(&e.hint),
         },
         Err(_) => SyncError::new(
             "peer_error",
@@ -429,10 +432,7 @@ fn round(
         let page: Page = serde_json::from_slice(&bytes).map_err(|e| {
             SyncError::new(
                 "bad_page",
-                format!(
-                    "the peer's page does not parse: {}",
-                    personkit_shared_quote(&e.to_string())
-                ),
+                format!("the peer's page does not parse: {}", quote(&e.to_string())),
                 "update both relays to the same personkit version; nothing of this page was stored",
             )
         })?;
@@ -451,7 +451,7 @@ fn round(
             ));
         }
         let n = page.items.len() as u64;
-        let applied = sync::apply_page(
+        let applied = apply_page(
             conn,
             &page.items,
             Source {
@@ -481,7 +481,7 @@ fn round(
     let mut cursor = sync::push_cursor(conn, &out.peer.id)?;
     let mut done = 0u64;
     loop {
-        let page = sync::page(conn, cursor, PAGE_ITEMS)?;
+        let page = page(conn, cursor, PAGE_ITEMS)?;
         if page.next == cursor {
             break;
         }
@@ -557,7 +557,7 @@ impl AppliedAnswer {
                 .rejected
                 .iter()
                 .enumerate()
-                .map(|(i, v)| sync::Rejection {
+                .map(|(i, v)| Rejection {
                     index: v
                         .get("index")
                         .and_then(serde_json::Value::as_u64)
@@ -566,7 +566,7 @@ impl AppliedAnswer {
                     message: v
                         .get("code")
                         .and_then(serde_json::Value::as_str)
-                        .map(personkit_shared_quote)
+                        .map(quote)
                         .unwrap_or_default(),
                 })
                 .collect(),
@@ -710,7 +710,7 @@ mod tests {
             now(),
         )
         .unwrap();
-        let mut page = sync::page(&other, 0, PAGE_ITEMS).unwrap();
+        let mut page = page(&other, 0, PAGE_ITEMS).unwrap();
         page.relay_id = relay_id.into();
         serde_json::to_string(&page).unwrap()
     }

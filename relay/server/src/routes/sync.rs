@@ -10,7 +10,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use personkit_store::auth::AuthError;
-use personkit_store::sync::{self, Peer, Source};
+use personkit_store::sync::{self, Peer};
+use personkit_sync::{DEFAULT_PAGE_ITEMS, MAX_PAGE_ITEMS, Source};
 use serde::Deserialize;
 
 use super::{PairingBody, bearer, malformed_json, read_body_or_413, read_pairing_body};
@@ -147,14 +148,16 @@ pub(super) async fn get_pages(
             .ok_or_else(|| bad("after"))?,
     };
     let limit = match q.limit.as_deref() {
-        None | Some("") => sync::DEFAULT_PAGE_ITEMS,
+        None | Some("") => DEFAULT_PAGE_ITEMS,
         Some(s) => s
             .parse::<usize>()
             .ok()
-            .filter(|n| (1..=sync::MAX_PAGE_ITEMS).contains(n))
+            .filter(|n| (1..=MAX_PAGE_ITEMS).contains(n))
             .ok_or_else(|| bad("limit"))?,
     };
-    let page = st.read(move |c| sync::page(c, after, limit)).await?;
+    let page = st
+        .read(move |c| personkit_sync::page(c, after, limit))
+        .await?;
     Ok(Json(page).into_response())
 }
 
@@ -196,13 +199,13 @@ pub(super) async fn post_pages(
             "pair that relay on its own: `personkit pair --sync`",
         ));
     }
-    if page.items.len() > 4 * sync::MAX_PAGE_ITEMS {
+    if page.items.len() > 4 * MAX_PAGE_ITEMS {
         return Err(AppError::bad_request(
             "page_too_large",
             format!(
                 "the page has {} items, over {}",
                 page.items.len(),
-                4 * sync::MAX_PAGE_ITEMS
+                4 * MAX_PAGE_ITEMS
             ),
             "push smaller pages",
         ));
@@ -211,7 +214,7 @@ pub(super) async fn post_pages(
     let db = st.db.clone();
     let applied = tokio::task::spawn_blocking(move || {
         db.write(|c| {
-            sync::apply_page(
+            personkit_sync::apply_page(
                 c,
                 &page.items,
                 Source {

@@ -1,0 +1,1039 @@
+//! The sync page (docs/sync.md, docs/api.md `GET`/`POST /v1/sync/pages`): its items as they travel, how each is
+//! checked, and the rules that merge a peer's page into this relay's corpus.
+//!
+//! The corpus is a grow-only set of content-addressed rows (threads, messages with every revision and the hashes
+//! of their folded renderings) plus tombstones. [`apply_page`] merges each row into the local one of the same id
+//! by rules that do not depend on arrival order (a rendering replaces another only from a higher `(rank, hash)`,
+//! revisions are renumbered by `(captured_at, content_hash)` as ingest does, [`merge_thread`] and [`merge_facts`]
+//! keep the earliest and the latest of what they compare), and a tombstone deletes its message through the
+//! store's forgetting and keeps it from coming back — so every interleaving of pages converges.
+//!
+//! The rules decide; storage answers and writes through [`PageStore`] (the store's
+//! `personkit_store::sync::SyncTx` is the SQLite one), and never decides anything itself.
+//!
+//! **Architecture invariant:** a page is applied in one transaction, and a pulled page's cursor moves in that same
+//! transaction. Each item of a page is checked on its own (ids recomputed from content, sizes, times, roles,
+//! paths); a bad one is rejected and counted, never a panic.
+
+use std::collections::{BTreeSet, HashMap};
+
+use personkit_shared::identity::Path;
+use personkit_shared::ids;
+use personkit_shared::wire::{MAX_CONTENT_BYTES, MAX_FIELD_BYTES, Role, is_valid_surface};
+use personkit_store::clock::normalize_time;
+use personkit_store::forget::Arriving;
+use personkit_store::sync::{
+    self as store, Change, MessageRow, ProvenanceRow, RenderingRow, StoredTurn, SyncTx, ThreadRow,
+    TombstoneRow, TurnFacts,
+};
+use personkit_store::{Connection, DbError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+/// Most log entries one page answers, and the default.
+pub const MAX_PAGE_ITEMS: usize = 5000;
+pub const DEFAULT_PAGE_ITEMS: usize = 1000;
+/// A page stops growing once its items pass this many bytes of content (the last item may pass it).
+pub const PAGE_CONTENT_BYTES: usize = 4 * 1024 * 1024;
+/// Most folded renderings one message may carry.
+const MAX_RENDERINGS: usize = 64;
+
+/// One page of the change feed, as it travels.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Page {
+    /// The relay the page comes from.
+    pub relay_id: String,
+    /// The cursor after this page: pass it as `after` for the next one.
+    pub next: i64,
+    /// Whether entries follow `next`.
+    pub more: bool,
+    /// Entries after `next` (for progress).
+    pub remaining: i64,
+    /// Threads (those the page's messages belong to, first), messages and tombstones.
+    pub items: Vec<Value>,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Items as they travel: an object with `kind` ("thread", "message", "tombstone") and the fields below.
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ThreadItem {
+    id: String,
+    surface: String,
+    conversation_id: String,
+    title: Option<String>,
+    url: Option<String>,
+    first_seen_at: String,
+    last_seen_at: String,
+    origin_device: String,
+    origin_seq: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProvenanceItem {
+    captured_at: String,
+    origin_device: Option<String>,
+    client_device_id: Option<String>,
+    app_version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RenderingItem {
+    content_hash: String,
+    source_path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageItem {
+    id: String,
+    thread_id: String,
+    role: String,
+    content: String,
+    content_hash: String,
+    message_key: Option<String>,
+    ordinal: Option<i64>,
+    position_key: Option<String>,
+    occurred_at: Option<String>,
+    captured_at: String,
+    tool_calls: Option<String>,
+    source_path: String,
+    source_rank: i64,
+    parent_key: Option<String>,
+    origin_device: String,
+    origin_seq: i64,
+    provenance: Option<ProvenanceItem>,
+    #[serde(default)]
+    renderings: Vec<RenderingItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TombstoneItem {
+    id: String,
+    thread_id: String,
+    forgotten_at: String,
+}
+
+impl From<ThreadRow> for ThreadItem {
+    fn from(t: ThreadRow) -> Self {
+        ThreadItem {
+            id: t.id,
+            surface: t.surface,
+            conversation_id: t.conversation_id,
+            title: t.title,
+            url: t.url,
+            first_seen_at: t.first_seen_at,
+            last_seen_at: t.last_seen_at,
+            origin_device: t.origin_device,
+            origin_seq: t.origin_seq,
+        }
+    }
+}
+
+impl From<ThreadItem> for ThreadRow {
+    fn from(t: ThreadItem) -> Self {
+        ThreadRow {
+            id: t.id,
+            surface: t.surface,
+            conversation_id: t.conversation_id,
+            title: t.title,
+            url: t.url,
+            first_seen_at: t.first_seen_at,
+            last_seen_at: t.last_seen_at,
+            origin_device: t.origin_device,
+            origin_seq: t.origin_seq,
+        }
+    }
+}
+
+impl From<MessageRow> for MessageItem {
+    fn from(m: MessageRow) -> Self {
+        MessageItem {
+            id: m.id,
+            thread_id: m.thread_id,
+            role: m.role,
+            content: m.content,
+            content_hash: m.content_hash,
+            message_key: m.message_key,
+            ordinal: m.ordinal,
+            position_key: m.position_key,
+            occurred_at: m.occurred_at,
+            captured_at: m.captured_at,
+            tool_calls: m.tool_calls,
+            source_path: m.source_path,
+            source_rank: m.source_rank,
+            parent_key: m.parent_key,
+            origin_device: m.origin_device,
+            origin_seq: m.origin_seq,
+            provenance: m.provenance.map(|p| ProvenanceItem {
+                captured_at: p.captured_at,
+                origin_device: p.origin_device,
+                client_device_id: p.client_device_id,
+                app_version: p.app_version,
+            }),
+            renderings: m
+                .renderings
+                .into_iter()
+                .map(|r| RenderingItem {
+                    content_hash: r.content_hash,
+                    source_path: r.source_path,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<MessageItem> for MessageRow {
+    fn from(m: MessageItem) -> Self {
+        MessageRow {
+            id: m.id,
+            thread_id: m.thread_id,
+            role: m.role,
+            content: m.content,
+            content_hash: m.content_hash,
+            message_key: m.message_key,
+            ordinal: m.ordinal,
+            position_key: m.position_key,
+            occurred_at: m.occurred_at,
+            captured_at: m.captured_at,
+            tool_calls: m.tool_calls,
+            source_path: m.source_path,
+            source_rank: m.source_rank,
+            parent_key: m.parent_key,
+            origin_device: m.origin_device,
+            origin_seq: m.origin_seq,
+            provenance: m.provenance.map(|p| ProvenanceRow {
+                captured_at: p.captured_at,
+                origin_device: p.origin_device,
+                client_device_id: p.client_device_id,
+                app_version: p.app_version,
+            }),
+            renderings: m
+                .renderings
+                .into_iter()
+                .map(|r| RenderingRow {
+                    content_hash: r.content_hash,
+                    source_path: r.source_path,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An item with its `kind`, as it travels.
+fn tagged(kind: &str, item: impl Serialize) -> Result<Value, DbError> {
+    let mut v = serde_json::to_value(item)
+        .map_err(|e| DbError::Invalid(format!("cannot write a page item: {e}")))?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("kind".to_owned(), Value::String(kind.to_owned()));
+    }
+    Ok(v)
+}
+
+/// The feed after `after`: at most `limit` entries, and no more than [`PAGE_CONTENT_BYTES`] of content. The
+/// threads of the page's messages come first, so a page applies on its own.
+pub fn page(conn: &Connection, after: i64, limit: usize) -> Result<Page, DbError> {
+    let limit = limit.clamp(1, MAX_PAGE_ITEMS);
+    let mut next = after;
+    let mut bytes = 0usize;
+    let mut threads: BTreeSet<String> = BTreeSet::new();
+    let mut rest: Vec<Value> = Vec::new();
+    for (seq, change) in store::feed(conn, after, limit)? {
+        if bytes >= PAGE_CONTENT_BYTES {
+            break;
+        }
+        next = seq;
+        match change {
+            Change::Thread(id) => {
+                threads.insert(id);
+            }
+            Change::Message(pk) => {
+                if let Some(m) = store::message_row(conn, pk)? {
+                    bytes += m.content.len();
+                    threads.insert(m.thread_id.clone());
+                    rest.push(tagged("message", MessageItem::from(m))?);
+                }
+            }
+            Change::Tombstone(id) => {
+                if let Some(t) = store::tombstone_row(conn, &id)? {
+                    rest.push(tagged(
+                        "tombstone",
+                        TombstoneItem {
+                            id: t.id,
+                            thread_id: t.thread_id,
+                            forgotten_at: t.forgotten_at,
+                        },
+                    )?);
+                }
+            }
+            Change::Other => {}
+        }
+    }
+    let mut items = Vec::with_capacity(threads.len() + rest.len());
+    for t in &threads {
+        if let Some(row) = store::thread_row(conn, t)? {
+            items.push(tagged("thread", ThreadItem::from(row))?);
+        }
+    }
+    items.extend(rest);
+    let remaining = store::pending(conn, next)?;
+    Ok(Page {
+        relay_id: personkit_store::db::relay_id(conn)?,
+        next,
+        more: remaining > 0,
+        remaining,
+        items,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Checking items.
+
+/// A rejected item of a page: its index, a stable code and a short message (no content).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rejection {
+    pub index: usize,
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// What applying a page did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Applied {
+    /// Rows added or changed here.
+    pub stored: u64,
+    /// Rows this relay already had as they are.
+    pub unchanged: u64,
+    /// Messages not stored because they are forgotten here.
+    pub forgotten: u64,
+    /// Messages a tombstone of the page removed.
+    pub removed: u64,
+    pub rejected: Vec<Rejection>,
+}
+
+impl Applied {
+    /// Adds another page's counts to these.
+    pub fn add(&mut self, other: Applied) {
+        self.stored += other.stored;
+        self.unchanged += other.unchanged;
+        self.forgotten += other.forgotten;
+        self.removed += other.removed;
+        self.rejected.extend(other.rejected);
+    }
+}
+
+/// Where a page came from and, for a pull, the cursor to save with it.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub peer_id: &'a str,
+    /// `Some(next)` for a pulled page: the peer's pull cursor moves to it in the same transaction.
+    pub pull_cursor: Option<i64>,
+}
+
+fn reject(index: usize, code: &'static str, message: impl Into<String>) -> Rejection {
+    Rejection {
+        index,
+        code,
+        message: message.into(),
+    }
+}
+
+fn short(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_FIELD_BYTES && !s.chars().any(char::is_control)
+}
+
+fn opt_short(s: &Option<String>) -> bool {
+    s.as_deref().is_none_or(short)
+}
+
+fn is_hash(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn canonical_time(s: &str) -> bool {
+    normalize_time(s).as_deref() == Some(s)
+}
+
+fn check_thread(t: &ThreadItem) -> Result<(), (&'static str, String)> {
+    if !is_valid_surface(&t.surface) || !short(&t.conversation_id) {
+        return Err((
+            "invalid_thread",
+            "surface or conversation id is not valid".into(),
+        ));
+    }
+    if ids::thread_id(&t.surface, &t.conversation_id)
+        .hyphenated()
+        .to_string()
+        != t.id
+    {
+        return Err((
+            "id_mismatch",
+            "thread id is not the id of its surface and conversation".into(),
+        ));
+    }
+    if !opt_short(&t.title) || !opt_short(&t.url) || !short(&t.origin_device) || t.origin_seq < 0 {
+        return Err((
+            "invalid_thread",
+            "a field is empty, too long or holds control characters".into(),
+        ));
+    }
+    if !canonical_time(&t.first_seen_at) || !canonical_time(&t.last_seen_at) {
+        return Err((
+            "invalid_time",
+            "thread times are not in the stored form".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_message(m: &MessageItem) -> Result<(Role, Path), (&'static str, String)> {
+    let role = Role::parse(&m.role).ok_or(("invalid_role", "unknown role".to_owned()))?;
+    let path =
+        Path::parse(&m.source_path).ok_or(("invalid_path", "unknown source path".to_owned()))?;
+    if i64::from(path.rank()) != m.source_rank {
+        return Err(("invalid_path", "source rank does not match the path".into()));
+    }
+    if m.content.is_empty() || m.content.len() > MAX_CONTENT_BYTES {
+        return Err(("invalid_content", "content is empty or too large".into()));
+    }
+    if ids::content_hash(&m.content, role) != m.content_hash {
+        return Err((
+            "hash_mismatch",
+            "content hash is not the hash of the content".into(),
+        ));
+    }
+    let Ok(thread) = uuid::Uuid::parse_str(&m.thread_id) else {
+        return Err(("invalid_thread", "thread id is not a UUID".into()));
+    };
+    if m.renderings.len() > MAX_RENDERINGS
+        || m.renderings
+            .iter()
+            .any(|r| !is_hash(&r.content_hash) || Path::parse(&r.source_path).is_none())
+    {
+        return Err((
+            "invalid_rendering",
+            "a folded rendering is not a hash and a path".into(),
+        ));
+    }
+    let id_of = |h: &str| ids::message_id(&thread, h).hyphenated().to_string();
+    if id_of(&m.content_hash) != m.id
+        && !m.renderings.iter().any(|r| id_of(&r.content_hash) == m.id)
+    {
+        return Err((
+            "id_mismatch",
+            "message id is not the id of its content or of a folded rendering".into(),
+        ));
+    }
+    if !opt_short(&m.message_key)
+        || !opt_short(&m.position_key)
+        || !opt_short(&m.parent_key)
+        || !short(&m.origin_device)
+        || m.origin_seq < 0
+        || m.ordinal.is_some_and(|o| !(0..=1_000_000_000).contains(&o))
+    {
+        return Err((
+            "invalid_message",
+            "a field is empty, too long or out of range".into(),
+        ));
+    }
+    if !canonical_time(&m.captured_at)
+        || m.occurred_at.as_deref().is_some_and(|t| !canonical_time(t))
+    {
+        return Err((
+            "invalid_time",
+            "message times are not in the stored form".into(),
+        ));
+    }
+    if let Some(tc) = &m.tool_calls
+        && (tc.len() > MAX_CONTENT_BYTES || serde_json::from_str::<Value>(tc).is_err())
+    {
+        return Err(("invalid_message", "tool calls are not JSON".into()));
+    }
+    if let Some(p) = &m.provenance
+        && (!canonical_time(&p.captured_at)
+            || !opt_short(&p.origin_device)
+            || !opt_short(&p.client_device_id)
+            || !opt_short(&p.app_version))
+    {
+        return Err(("invalid_message", "provenance fields are not valid".into()));
+    }
+    Ok((role, path))
+}
+
+/// What a tombstone id names: a message id (a UUID in its stored form), or a turn of one thread by another of its
+/// identities (`key:<thread>|<site id>`, `words:<thread>|<role>|<hash>`), which carries that thread.
+enum TombstoneName<'a> {
+    Message,
+    InThread(&'a str),
+}
+
+/// Prefixes of tombstone ids that name their thread first.
+const THREAD_PREFIXES: [&str; 2] = ["key:", "words:"];
+
+fn tombstone_name(id: &str) -> Option<TombstoneName<'_>> {
+    if let Some(rest) = THREAD_PREFIXES.iter().find_map(|p| id.strip_prefix(p)) {
+        let (thread, name) = rest.split_once('|')?;
+        return (!thread.is_empty() && !name.is_empty()).then_some(TombstoneName::InThread(thread));
+    }
+    let canonical = uuid::Uuid::parse_str(id).ok()?.hyphenated().to_string();
+    (canonical == id).then_some(TombstoneName::Message)
+}
+
+fn check_tombstone(t: &TombstoneItem) -> Result<(), (&'static str, String)> {
+    if uuid::Uuid::parse_str(&t.thread_id).is_err()
+        || !short(&t.id)
+        || t.id.len() > 2 * MAX_FIELD_BYTES
+    {
+        return Err(("invalid_tombstone", "tombstone ids are not valid".into()));
+    }
+    match tombstone_name(&t.id) {
+        None => {
+            return Err((
+                "invalid_tombstone",
+                "tombstone id is not a message id, a key: id or a words: id".into(),
+            ));
+        }
+        Some(TombstoneName::InThread(thread)) if thread != t.thread_id => {
+            return Err((
+                "tombstone_thread_mismatch",
+                "the tombstone's id names another thread than its thread_id".into(),
+            ));
+        }
+        Some(_) => {}
+    }
+    if !canonical_time(&t.forgotten_at) {
+        return Err((
+            "invalid_time",
+            "tombstone time is not in the stored form".into(),
+        ));
+    }
+    Ok(())
+}
+
+enum Item {
+    Thread(ThreadItem),
+    Message(Box<MessageItem>),
+    Tombstone(TombstoneItem),
+}
+
+fn parse_item(index: usize, v: &Value) -> Result<Item, Rejection> {
+    let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let mut body = v.clone();
+    if let Some(o) = body.as_object_mut() {
+        o.remove("kind");
+    }
+    let bad = |e: serde_json::Error| {
+        reject(
+            index,
+            "malformed_item",
+            format!(
+                "item does not parse: {}",
+                personkit_shared::wire::quote_safely(&e.to_string(), 200)
+            ),
+        )
+    };
+    let item = match kind {
+        "thread" => Item::Thread(serde_json::from_value(body).map_err(bad)?),
+        "message" => Item::Message(Box::new(serde_json::from_value(body).map_err(bad)?)),
+        "tombstone" => Item::Tombstone(serde_json::from_value(body).map_err(bad)?),
+        _ => {
+            return Err(reject(
+                index,
+                "unknown_kind",
+                "kind is not thread, message or tombstone",
+            ));
+        }
+    };
+    let checked = match &item {
+        Item::Thread(t) => check_thread(t),
+        Item::Message(m) => check_message(m).map(|_| ()),
+        Item::Tombstone(t) => check_tombstone(t),
+    };
+    checked.map_err(|(code, message)| reject(index, code, message))?;
+    Ok(item)
+}
+
+/// A page's items, checked: the threads by id, the messages and tombstones with their index in the page, and
+/// the rejected ones.
+#[derive(Default)]
+struct Checked {
+    threads: HashMap<String, ThreadRow>,
+    messages: Vec<(usize, MessageRow)>,
+    tombstones: Vec<(usize, TombstoneRow)>,
+    rejected: Vec<Rejection>,
+}
+
+fn check_items(items: &[Value]) -> Checked {
+    let mut out = Checked::default();
+    for (index, v) in items.iter().enumerate() {
+        match parse_item(index, v) {
+            Ok(Item::Thread(t)) => {
+                out.threads.insert(t.id.clone(), t.into());
+            }
+            Ok(Item::Message(m)) => out.messages.push((index, (*m).into())),
+            Ok(Item::Tombstone(t)) => out.tombstones.push((
+                index,
+                TombstoneRow {
+                    id: t.id,
+                    thread_id: t.thread_id,
+                    forgotten_at: t.forgotten_at,
+                },
+            )),
+            Err(r) => out.rejected.push(r),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Merging.
+
+/// What the merge rules ask of storage, inside the one transaction a page is applied in. Every method reads or
+/// writes rows as told; none decides.
+pub trait PageStore {
+    type Error;
+    /// The newest sequence number of this relay's feed.
+    fn head(&mut self) -> Result<i64, Self::Error>;
+    fn thread(&mut self, id: &str) -> Result<Option<ThreadRow>, Self::Error>;
+    fn insert_thread(&mut self, t: &ThreadRow) -> Result<(), Self::Error>;
+    /// Writes a thread's title, URL, seen times and origin.
+    fn update_thread(&mut self, t: &ThreadRow) -> Result<(), Self::Error>;
+    /// The forgetting rule every intake path shares (the store's `forget::turn_is_forgotten`).
+    fn turn_is_forgotten(&mut self, t: &Arriving<'_>) -> Result<bool, Self::Error>;
+    /// Whether a message id has a tombstone.
+    fn is_forgotten(&mut self, id: &str) -> Result<bool, Self::Error>;
+    /// The stored turn of id `id`, else the one of the thread whose text or a folded rendering has the hash.
+    fn stored_turn(
+        &mut self,
+        id: &str,
+        thread_id: &str,
+        content_hash: &str,
+    ) -> Result<Option<StoredTurn>, Self::Error>;
+    /// Replaces a turn's text and keys with `m`'s, keeping the replaced text's hash as a folded rendering.
+    fn replace_text(&mut self, pk: i64, m: &MessageRow) -> Result<(), Self::Error>;
+    /// Records a rendering folded into turn `pk`; answers whether it is new.
+    fn add_rendering(
+        &mut self,
+        thread_id: &str,
+        content_hash: &str,
+        pk: i64,
+        source_path: &str,
+    ) -> Result<bool, Self::Error>;
+    /// Inserts a new turn (its renderings are added one by one); returns its row number.
+    fn insert_message(&mut self, m: &MessageRow) -> Result<i64, Self::Error>;
+    fn set_facts(&mut self, pk: i64, f: &TurnFacts) -> Result<(), Self::Error>;
+    /// Numbers the revisions at one position of a thread again, as ingest does.
+    fn number_revisions(&mut self, thread_id: &str, position_key: &str) -> Result<(), Self::Error>;
+    /// Whether `id` is a message or a tombstone of another thread than `thread_id`.
+    fn known_in_other_thread(&mut self, id: &str, thread_id: &str) -> Result<bool, Self::Error>;
+    fn tombstone(&mut self, id: &str) -> Result<Option<TombstoneRow>, Self::Error>;
+    fn put_tombstone(&mut self, t: &TombstoneRow) -> Result<(), Self::Error>;
+    /// Removes every message the tombstones `(id, thread)` name, as forgetting does; returns how many went.
+    fn remove_named(&mut self, named: &[(String, String)]) -> Result<u64, Self::Error>;
+    fn set_pull_cursor(&mut self, peer_id: &str, cursor: i64) -> Result<(), Self::Error>;
+    /// Moves a peer's push cursor to the feed's head if it was at `head_before` or later.
+    fn skip_push_cursor(&mut self, peer_id: &str, head_before: i64) -> Result<(), Self::Error>;
+}
+
+impl PageStore for SyncTx<'_> {
+    type Error = DbError;
+    fn head(&mut self) -> Result<i64, DbError> {
+        SyncTx::head(self)
+    }
+    fn thread(&mut self, id: &str) -> Result<Option<ThreadRow>, DbError> {
+        SyncTx::thread(self, id)
+    }
+    fn insert_thread(&mut self, t: &ThreadRow) -> Result<(), DbError> {
+        SyncTx::insert_thread(self, t)
+    }
+    fn update_thread(&mut self, t: &ThreadRow) -> Result<(), DbError> {
+        SyncTx::update_thread(self, t)
+    }
+    fn turn_is_forgotten(&mut self, t: &Arriving<'_>) -> Result<bool, DbError> {
+        SyncTx::turn_is_forgotten(self, t)
+    }
+    fn is_forgotten(&mut self, id: &str) -> Result<bool, DbError> {
+        SyncTx::is_forgotten(self, id)
+    }
+    fn stored_turn(
+        &mut self,
+        id: &str,
+        thread_id: &str,
+        content_hash: &str,
+    ) -> Result<Option<StoredTurn>, DbError> {
+        SyncTx::stored_turn(self, id, thread_id, content_hash)
+    }
+    fn replace_text(&mut self, pk: i64, m: &MessageRow) -> Result<(), DbError> {
+        SyncTx::replace_text(self, pk, m)
+    }
+    fn add_rendering(
+        &mut self,
+        thread_id: &str,
+        content_hash: &str,
+        pk: i64,
+        source_path: &str,
+    ) -> Result<bool, DbError> {
+        SyncTx::add_rendering(self, thread_id, content_hash, pk, source_path)
+    }
+    fn insert_message(&mut self, m: &MessageRow) -> Result<i64, DbError> {
+        SyncTx::insert_message(self, m)
+    }
+    fn set_facts(&mut self, pk: i64, f: &TurnFacts) -> Result<(), DbError> {
+        SyncTx::set_facts(self, pk, f)
+    }
+    fn number_revisions(&mut self, thread_id: &str, position_key: &str) -> Result<(), DbError> {
+        SyncTx::number_revisions(self, thread_id, position_key)
+    }
+    fn known_in_other_thread(&mut self, id: &str, thread_id: &str) -> Result<bool, DbError> {
+        SyncTx::known_in_other_thread(self, id, thread_id)
+    }
+    fn tombstone(&mut self, id: &str) -> Result<Option<TombstoneRow>, DbError> {
+        SyncTx::tombstone(self, id)
+    }
+    fn put_tombstone(&mut self, t: &TombstoneRow) -> Result<(), DbError> {
+        SyncTx::put_tombstone(self, t)
+    }
+    fn remove_named(&mut self, named: &[(String, String)]) -> Result<u64, DbError> {
+        self.prepare_removal()?;
+        for (id, thread) in named {
+            self.select_named(id, thread)?;
+        }
+        let removed = self.remove_selected()?;
+        if removed > 0 {
+            self.optimize_fts()?;
+        }
+        Ok(removed)
+    }
+    fn set_pull_cursor(&mut self, peer_id: &str, cursor: i64) -> Result<(), DbError> {
+        SyncTx::set_pull_cursor(self, peer_id, cursor)
+    }
+    fn skip_push_cursor(&mut self, peer_id: &str, head_before: i64) -> Result<(), DbError> {
+        SyncTx::skip_push_cursor(self, peer_id, head_before)
+    }
+}
+
+/// A thread as stored here merged with a peer's sighting of it: the earlier first-seen time, the later last-seen
+/// time, the title and URL of the later sighting (of the greater value at the same time; a missing one never
+/// replaces a known one), and the smaller origin. `None` when nothing changes.
+pub fn merge_thread(local: &ThreadRow, seen: &ThreadRow) -> Option<ThreadRow> {
+    let theirs_win = |mine: &Option<String>, theirs: &Option<String>| match (mine, theirs) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(a), Some(b)) => {
+            seen.last_seen_at > local.last_seen_at
+                || (seen.last_seen_at == local.last_seen_at && b > a)
+        }
+    };
+    let pick = |mine: &Option<String>, theirs: &Option<String>| {
+        if theirs_win(mine, theirs) {
+            theirs.clone()
+        } else {
+            mine.clone()
+        }
+    };
+    let (origin_device, origin_seq) = std::cmp::min(
+        (&local.origin_device, local.origin_seq),
+        (&seen.origin_device, seen.origin_seq),
+    );
+    let merged = ThreadRow {
+        title: pick(&local.title, &seen.title),
+        url: pick(&local.url, &seen.url),
+        first_seen_at: std::cmp::min(&local.first_seen_at, &seen.first_seen_at).clone(),
+        last_seen_at: std::cmp::max(&local.last_seen_at, &seen.last_seen_at).clone(),
+        origin_device: origin_device.clone(),
+        origin_seq,
+        ..local.clone()
+    };
+    (merged != *local).then_some(merged)
+}
+
+/// The order-free facts of a turn merged with a peer's: the earliest capture, the first known occurrence time,
+/// the smallest origin. `None` when nothing changes.
+pub fn merge_facts(local: &TurnFacts, theirs: &TurnFacts) -> Option<TurnFacts> {
+    let (origin_device, origin_seq) = std::cmp::min(
+        (&local.origin_device, local.origin_seq),
+        (&theirs.origin_device, theirs.origin_seq),
+    );
+    let merged = TurnFacts {
+        captured_at: std::cmp::min(&local.captured_at, &theirs.captured_at).clone(),
+        occurred_at: local.occurred_at.clone().or(theirs.occurred_at.clone()),
+        origin_device: origin_device.clone(),
+        origin_seq,
+    };
+    (merged != *local).then_some(merged)
+}
+
+/// Whether an incoming rendering replaces the stored one of the same turn: the higher `(rank, hash)` wins, so
+/// the kept text does not depend on arrival order.
+pub fn incoming_wins(stored: &StoredTurn, incoming: &MessageRow) -> bool {
+    (incoming.source_rank, incoming.content_hash.as_str())
+        > (stored.source_rank, stored.content_hash.as_str())
+}
+
+/// The stored turn's row after a winning rendering replaces it: the incoming text, and the incoming site id,
+/// parent, ordinal, position and tool calls where it has them; the first known occurrence time stays.
+fn upgraded(stored: &StoredTurn, m: &MessageRow) -> MessageRow {
+    MessageRow {
+        message_key: m.message_key.clone().or(stored.message_key.clone()),
+        parent_key: m.parent_key.clone().or(stored.parent_key.clone()),
+        ordinal: m.ordinal.or(stored.ordinal),
+        position_key: m.position_key.clone().or(stored.position_key.clone()),
+        occurred_at: stored.occurred_at.clone().or(m.occurred_at.clone()),
+        tool_calls: m.tool_calls.clone().or(stored.tool_calls.clone()),
+        ..m.clone()
+    }
+}
+
+fn facts_of(m: &MessageRow) -> TurnFacts {
+    TurnFacts {
+        captured_at: m.captured_at.clone(),
+        occurred_at: m.occurred_at.clone(),
+        origin_device: m.origin_device.clone(),
+        origin_seq: m.origin_seq,
+    }
+}
+
+/// Applies a peer's page in one transaction (see the module docs); with `source.pull_cursor`, the peer's pull
+/// cursor moves to it in the same transaction. Items are checked one by one; rejected ones are listed.
+pub fn apply_page(
+    conn: &mut Connection,
+    items: &[Value],
+    source: Source<'_>,
+    now: OffsetDateTime,
+) -> Result<Applied, DbError> {
+    let checked = check_items(items);
+    let forgets = !checked.tombstones.is_empty();
+    store::apply_in_transaction(conn, forgets, now, |tx| merge_page(tx, checked, source))
+}
+
+/// The merge rules over a checked page, through `store`.
+fn merge_page<S: PageStore>(
+    store: &mut S,
+    page: Checked,
+    source: Source<'_>,
+) -> Result<Applied, S::Error> {
+    let Checked {
+        threads,
+        messages,
+        tombstones,
+        rejected,
+    } = page;
+    let mut out = Applied {
+        rejected,
+        ..Applied::default()
+    };
+    // Tombstones first: a message of this page that one of them names is then refused like any other.
+    if !tombstones.is_empty() {
+        let page_messages: HashMap<&str, &str> = messages
+            .iter()
+            .map(|(_, m)| (m.id.as_str(), m.thread_id.as_str()))
+            .collect();
+        out.removed += apply_tombstones(store, &tombstones, &page_messages, &mut out)?;
+    }
+    let head_before = store.head()?;
+    let mut merged = false;
+    for t in threads.values() {
+        if merge_thread_into(store, t)? {
+            out.stored += 1;
+            merged = true;
+        }
+    }
+    let mut positions: BTreeSet<(String, String)> = BTreeSet::new();
+    for (index, m) in &messages {
+        match apply_message(store, m, &threads, &mut positions)? {
+            Outcome::Inserted => out.stored += 1,
+            Outcome::Stored => {
+                out.stored += 1;
+                merged = true;
+            }
+            Outcome::Unchanged => out.unchanged += 1,
+            Outcome::Forgotten => out.forgotten += 1,
+            Outcome::Rejected(code, message) => out.rejected.push(reject(*index, code, message)),
+        }
+    }
+    for (thread, pos) in &positions {
+        store.number_revisions(thread, pos)?;
+    }
+    if let Some(cursor) = source.pull_cursor {
+        store.set_pull_cursor(source.peer_id, cursor)?;
+        // What this page added is the peer's own state: when nothing was merged and the peer had everything
+        // before it, the push cursor skips it instead of sending the page back.
+        if !merged {
+            store.skip_push_cursor(source.peer_id, head_before)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Stores the tombstones (the earliest forget time wins) and removes what they name: a message by its id, or by
+/// the site's id (`key:` tombstones), or by its words (`words:` tombstones). A tombstone whose id is known in
+/// another thread (a message here or in the page, or a tombstone here) is rejected: it would delete or block a
+/// turn of a thread it does not name. Returns how many messages went.
+fn apply_tombstones<S: PageStore>(
+    store: &mut S,
+    tombstones: &[(usize, TombstoneRow)],
+    page_messages: &HashMap<&str, &str>,
+    out: &mut Applied,
+) -> Result<u64, S::Error> {
+    let mut named = Vec::with_capacity(tombstones.len());
+    for (index, t) in tombstones {
+        let in_page = page_messages
+            .get(t.id.as_str())
+            .is_some_and(|thread| *thread != t.thread_id);
+        if in_page || store.known_in_other_thread(&t.id, &t.thread_id)? {
+            out.rejected.push(reject(
+                *index,
+                "tombstone_thread_mismatch",
+                "the tombstone's id belongs to another thread here than its thread_id",
+            ));
+            continue;
+        }
+        let newer = match store.tombstone(&t.id)? {
+            None => true,
+            Some(stored) => t.forgotten_at < stored.forgotten_at,
+        };
+        if newer {
+            store.put_tombstone(t)?;
+            out.stored += 1;
+        } else {
+            out.unchanged += 1;
+        }
+        named.push((t.id.clone(), t.thread_id.clone()));
+    }
+    store.remove_named(&named)
+}
+
+/// Merges a peer's sighting into the stored thread (a thread row is created with its first message, in
+/// [`apply_message`]); answers whether a value changed.
+fn merge_thread_into<S: PageStore>(store: &mut S, t: &ThreadRow) -> Result<bool, S::Error> {
+    let Some(local) = store.thread(&t.id)? else {
+        return Ok(false);
+    };
+    match merge_thread(&local, t) {
+        Some(merged) => {
+            store.update_thread(&merged)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+enum Outcome {
+    /// Added as the peer has it (a new row).
+    Inserted,
+    /// Merged into a local row that differed: the result may be news to the peer too.
+    Stored,
+    Unchanged,
+    Forgotten,
+    Rejected(&'static str, String),
+}
+
+fn apply_message<S: PageStore>(
+    store: &mut S,
+    m: &MessageRow,
+    threads: &HashMap<String, ThreadRow>,
+    positions: &mut BTreeSet<(String, String)>,
+) -> Result<Outcome, S::Error> {
+    let role = Role::parse(&m.role).unwrap_or(Role::User);
+    if store.turn_is_forgotten(&Arriving {
+        thread_id: &m.thread_id,
+        message_id: &m.id,
+        key: m.message_key.as_deref(),
+        role,
+        content: &m.content,
+    })? {
+        return Ok(Outcome::Forgotten);
+    }
+    let mut changed = false;
+    let mut inserted = false;
+    // The same turn here: by id, else by its text or a folded rendering of it (a turn another order of
+    // renderings named differently).
+    let pk = match store.stored_turn(&m.id, &m.thread_id, &m.content_hash)? {
+        Some(stored) => {
+            let mut facts = TurnFacts {
+                captured_at: stored.captured_at.clone(),
+                occurred_at: stored.occurred_at.clone(),
+                origin_device: stored.origin_device.clone(),
+                origin_seq: stored.origin_seq,
+            };
+            let mut position = stored.position_key.clone();
+            if incoming_wins(&stored, m) {
+                // The incoming rendering wins: the stored text is folded under it, as ingest's upgrade does.
+                let row = upgraded(&stored, m);
+                store.replace_text(stored.pk, &row)?;
+                if let Some(p) = &stored.position_key {
+                    positions.insert((m.thread_id.clone(), p.clone()));
+                }
+                facts.occurred_at = row.occurred_at.clone();
+                position = row.position_key;
+                changed = true;
+            } else if stored.content_hash != m.content_hash {
+                // The stored rendering wins: the incoming one is folded under it.
+                changed |= store.add_rendering(
+                    &m.thread_id,
+                    &m.content_hash,
+                    stored.pk,
+                    &m.source_path,
+                )?;
+            }
+            if let Some(merged) = merge_facts(&facts, &facts_of(m)) {
+                store.set_facts(stored.pk, &merged)?;
+                changed = true;
+                if let Some(p) = position {
+                    positions.insert((m.thread_id.clone(), p));
+                }
+            }
+            stored.pk
+        }
+        None => {
+            if store.thread(&m.thread_id)?.is_none() {
+                let Some(t) = threads.get(&m.thread_id) else {
+                    return Ok(Outcome::Rejected(
+                        "unknown_thread",
+                        "the page holds a message of a thread it does not carry".into(),
+                    ));
+                };
+                store.insert_thread(t)?;
+            }
+            inserted = true;
+            store.insert_message(m)?
+        }
+    };
+    let thread = uuid::Uuid::parse_str(&m.thread_id).unwrap_or_default();
+    for r in &m.renderings {
+        if r.content_hash == m.content_hash {
+            continue;
+        }
+        let rid = ids::message_id(&thread, &r.content_hash)
+            .hyphenated()
+            .to_string();
+        if store.is_forgotten(&rid)? {
+            continue;
+        }
+        changed |= store.add_rendering(&m.thread_id, &r.content_hash, pk, &r.source_path)?;
+    }
+    if let Some(p) = &m.position_key {
+        positions.insert((m.thread_id.clone(), p.clone()));
+    }
+    if let Some(t) = threads.get(&m.thread_id) {
+        changed |= merge_thread_into(store, t)?;
+    }
+    Ok(if changed {
+        Outcome::Stored
+    } else if inserted {
+        Outcome::Inserted
+    } else {
+        Outcome::Unchanged
+    })
+}
+
+#[cfg(test)]
+#[path = "pages/tests.rs"]
+mod tests;
