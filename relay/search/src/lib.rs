@@ -17,7 +17,6 @@ pub mod index;
 pub mod indexer;
 pub mod pair;
 pub mod params;
-pub mod stem;
 pub mod text;
 pub mod when;
 
@@ -497,10 +496,11 @@ fn add_scores(mut list: Vec<(Key, f64)>, gains: Vec<(Key, f64)>) -> Vec<(Key, f6
 
 /// Full-text scores of turn pairs ([`pair`]): every message found, and the message right after each (when it
 /// passes the filters), is scored as if the turn before it were part of it at [`Query::turn_before`] and the
-/// turn after it at [`Query::turn_after`], with each word's IDF read back from FTS5's own scores of the messages
-/// found. Events keep their scores; a query of more than [`pair::MAX_TERMS`] words keeps the plain scores. Costs
-/// one read of the order of each thread found (its messages' pks in turn
-/// order) and one content read per neighbour (BENCHMARKS.md, "Turn pairs": a few ms a query at 10^6 messages).
+/// turn after it at [`Query::turn_after`], with FTS5's statistics (each word's document count, each text's term
+/// counts and length) read from SQLite. Events keep their scores; a query of more than [`pair::MAX_TERMS`] words
+/// keeps the plain scores. Costs one read of the order of each thread found (its messages' pks in turn order), one
+/// document-count look-up per word, and one pass of the texts scored through FTS5's tokenizer (BENCHMARKS.md,
+/// "Turn pairs").
 fn with_turn_pairs<R: SearchReader + ?Sized>(
     ctx: &mut Ctx<'_, R>,
     list: Vec<(Key, f64)>,
@@ -509,17 +509,18 @@ fn with_turn_pairs<R: SearchReader + ?Sized>(
     let Some((rows, avg_len)) = ctx.reader.fts_totals(Kind::Message)? else {
         return Ok(list);
     };
-    let terms = pair::Terms::of(words);
     type Scored = Vec<(Key, f64)>;
     let (found, events): (Scored, Scored) = list
         .into_iter()
         .partition(|(k, _)| kind_of(*k) == Kind::Message);
-    if terms.is_empty() || terms.len() > pair::MAX_TERMS || found.is_empty() {
+    if found.is_empty() {
+        return Ok(merge_by_score(events, found));
+    }
+    let terms = ctx.reader.message_terms(&words.join(" "))?;
+    if terms.is_empty() || terms.len() > pair::MAX_TERMS {
         return Ok(merge_by_score(events, found));
     }
     let (w_before, w_after) = (ctx.q.turn_before, ctx.q.turn_after);
-    // Term counts by pk: of the messages found, then of the turns after them and the neighbours of both.
-    let mut counts: HashMap<i64, pair::Counts> = HashMap::new();
     // The messages found and the turn right after each (a reply whose own words did not match), each with the
     // turns before and after it, from one read of each thread's order: `(pk, before, after)`.
     let mut pool: Vec<(i64, Option<i64>, Option<i64>)> = Vec::new();
@@ -527,7 +528,6 @@ fn with_turn_pairs<R: SearchReader + ?Sized>(
     let mut orders: HashMap<String, personkit_store::order::ThreadOrder> = HashMap::new();
     for (k, _) in &found {
         let Some(m) = ctx.load(*k)? else { continue };
-        counts.insert(k.1, pair::Counts::of(&m.content, &terms));
         let Some(thread) = m.thread_id.clone() else {
             pool.push((k.1, None, None));
             continue;
@@ -551,32 +551,32 @@ fn with_turn_pairs<R: SearchReader + ?Sized>(
             pool.push((n, order.before(n), order.after(n)));
         }
     }
-    let scored: Vec<(f64, &pair::Counts)> = found
-        .iter()
-        .filter_map(|(k, s)| counts.get(&k.1).map(|c| (*s, c)))
-        .collect();
-    let idf = pair::idf_from_scores(terms.len(), &scored, avg_len);
-    // A word no message found contains: as rare as the rarest word seen.
-    let rarest = idf.iter().flatten().copied().fold(0.0f64, f64::max);
     let texts = 1.0 + f64::from(u8::from(w_before > 0.0)) + f64::from(u8::from(w_after > 0.0));
-    let idf: Vec<f64> = idf
+    let idf: Vec<f64> = ctx
+        .reader
+        .message_term_docs(&terms)?
         .into_iter()
-        .map(|i| pair::spread_idf(i.unwrap_or(rarest), rows, texts))
+        .map(|docs| pair::spread_idf(docs as f64, rows, texts))
         .collect();
     let avg_pair = avg_len * texts;
     let before = |b: Option<i64>| b.filter(|_| w_before > 0.0);
     let after = |a: Option<i64>| a.filter(|_| w_after > 0.0);
+    // Term counts by pk: of every turn scored and of the neighbours it is scored with.
+    let mut wanted: Vec<i64> = Vec::new();
+    let mut seen: HashSet<i64> = HashSet::new();
     for &(pk, b, a) in &pool {
         for p in [Some(pk), before(b), after(a)].into_iter().flatten() {
-            if let std::collections::hash_map::Entry::Vacant(e) = counts.entry(p) {
-                let text = ctx.reader.content_of(p)?;
-                e.insert(
-                    text.map(|t| pair::Counts::of(&t, &terms))
-                        .unwrap_or_default(),
-                );
+            if seen.insert(p) {
+                wanted.push(p);
             }
         }
     }
+    let counts: HashMap<i64, pair::Counts> = ctx
+        .reader
+        .message_term_counts(&wanted, &terms)?
+        .into_iter()
+        .map(|(pk, c)| (pk, c.into()))
+        .collect();
     let pairs: Scored = pool
         .iter()
         .filter_map(|&(pk, b, a)| {

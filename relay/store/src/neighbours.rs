@@ -76,8 +76,20 @@ impl SearchReader for NeighbourFts<'_> {
         self.conn.thread_order(thread_id)
     }
 
-    fn content_of(&self, pk: i64) -> Result<Option<String>, DbError> {
-        self.conn.content_of(pk)
+    fn message_terms(&self, text: &str) -> Result<Vec<String>, DbError> {
+        self.conn.message_terms(text)
+    }
+
+    fn message_term_docs(&self, terms: &[String]) -> Result<Vec<u64>, DbError> {
+        self.conn.message_term_docs(terms)
+    }
+
+    fn message_term_counts(
+        &self,
+        pks: &[i64],
+        terms: &[String],
+    ) -> Result<std::collections::HashMap<i64, crate::retrieval::TermCounts>, DbError> {
+        self.conn.message_term_counts(pks, terms)
     }
 
     fn fts_totals(&self, kind: Kind) -> Result<Option<(f64, f64)>, DbError> {

@@ -2,6 +2,8 @@
 //! entity names, recent rows, exact vector scans, and the vector log that in-memory indexes replay. The search
 //! crate ranks and fuses; this module only fetches.
 
+use std::collections::HashMap;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::db::DbError;
@@ -21,6 +23,14 @@ pub struct RowMeta {
     pub occurred_at: Option<String>,
     #[serde(skip)]
     pub content: String,
+}
+
+/// One text as the messages' full-text index counts it: its length in tokens and how often each asked term occurs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TermCounts {
+    pub len: u32,
+    /// One count per asked term, in the order asked.
+    pub tf: Vec<u32>,
 }
 
 /// Which ordering an FTS5 probe uses (benchmarks compare them side by side).
@@ -51,8 +61,19 @@ pub trait SearchReader {
     /// The current messages of a thread, as pks in turn order (step through them with
     /// [`crate::order::ThreadOrder`]).
     fn thread_order(&self, thread_id: &str) -> Result<Vec<i64>, DbError>;
-    /// The content of a current message.
-    fn content_of(&self, pk: i64) -> Result<Option<String>, DbError>;
+    /// The distinct terms of `text` as the messages' full-text index stores them (its own tokenizer: lowercased,
+    /// stemmed, ...), in the order they first occur.
+    fn message_terms(&self, text: &str) -> Result<Vec<String>, DbError>;
+    /// How many rows of the messages' full-text index hold each term (FTS5's own count, `fts5vocab`), in `terms`
+    /// order: the document counts `bm25()` computes its IDFs from.
+    fn message_term_docs(&self, terms: &[String]) -> Result<Vec<u64>, DbError>;
+    /// For each current message of `pks`: its length in tokens and how often each term occurs in it, as the
+    /// messages' full-text index counts them. Messages that are not current are left out.
+    fn message_term_counts(
+        &self,
+        pks: &[i64],
+        terms: &[String],
+    ) -> Result<HashMap<i64, TermCounts>, DbError>;
     /// The row count and the average row length in tokens of `kind`'s FTS index, as `bm25()` uses them (FTS5's
     /// averages record); `None` for an empty index.
     fn fts_totals(&self, kind: Kind) -> Result<Option<(f64, f64)>, DbError>;
@@ -123,6 +144,55 @@ fn varint(b: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
+/// The `tokenize` option of an FTS5 table's declaration (`tokenize='porter unicode61'` or with double quotes);
+/// `None` when it has none (FTS5's default, `unicode61`).
+fn fts_tokenizer(sql: &str) -> Option<&str> {
+    let at = sql.find("tokenize")?;
+    let rest = sql[at + "tokenize".len()..]
+        .trim_start()
+        .strip_prefix('=')?
+        .trim_start();
+    let quote = rest.chars().next().filter(|q| *q == '\'' || *q == '"')?;
+    let body = &rest[1..];
+    body.find(quote).map(|end| &body[..end])
+}
+
+/// Makes, once per connection, the temporary tables the term look-ups read (nothing is written to the corpus, so
+/// a read-only connection has them too):
+/// - `message_terms`: FTS5's per-term statistics of `messages_fts` (`fts5vocab`, `row`: rows holding the term);
+/// - `search_tokens`: an empty contentless FTS5 table with `messages_fts`'s tokenizer, read from its declaration,
+///   that texts pass through to be counted the way that index counts them, read back through `search_tokens_at`
+///   (`fts5vocab`, `instance`: one row per token) and its `docsize` table (tokens per text).
+fn token_tables(conn: &Connection) -> Result<(), DbError> {
+    let made: i64 = conn
+        .prepare_cached("SELECT count(*) FROM temp.sqlite_master WHERE name = 'search_tokens_at'")?
+        .query_row([], |r| r.get(0))?;
+    if made > 0 {
+        return Ok(());
+    }
+    let sql: String = conn.query_row(
+        "SELECT sql FROM sqlite_master WHERE name = 'messages_fts'",
+        [],
+        |r| r.get(0),
+    )?;
+    let tokenizer = fts_tokenizer(&sql)
+        .unwrap_or("unicode61")
+        .replace('\'', "''");
+    conn.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.message_terms USING fts5vocab(main, messages_fts, row);
+         CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_tokens USING fts5(x, content='', tokenize='{tokenizer}');
+         CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_tokens_at USING fts5vocab(temp, search_tokens, instance);"
+    ))?;
+    Ok(())
+}
+
+/// Empties `search_tokens` (texts do not stay in it between calls).
+fn clear_tokens(conn: &Connection) -> Result<(), DbError> {
+    conn.prepare_cached("INSERT INTO temp.search_tokens(search_tokens) VALUES ('delete-all')")?
+        .execute([])?;
+    Ok(())
+}
+
 fn fts_table(kind: Kind) -> &'static str {
     match kind {
         Kind::Message => "messages_fts",
@@ -174,11 +244,82 @@ impl SearchReader for Connection {
         order::thread_turns(self, thread_id)
     }
 
-    fn content_of(&self, pk: i64) -> Result<Option<String>, DbError> {
-        Ok(self
-            .prepare_cached("SELECT content FROM messages WHERE pk = ?1 AND is_current = 1")?
-            .query_row([pk], |r| r.get(0))
-            .optional()?)
+    fn message_terms(&self, text: &str) -> Result<Vec<String>, DbError> {
+        token_tables(self)?;
+        clear_tokens(self)?;
+        self.prepare_cached("INSERT INTO temp.search_tokens(rowid, x) VALUES (1, ?1)")?
+            .execute([text])?;
+        let tokens: Vec<String> = self
+            .prepare_cached("SELECT term FROM temp.search_tokens_at ORDER BY offset")?
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        clear_tokens(self)?;
+        let mut terms: Vec<String> = Vec::new();
+        for t in tokens {
+            if !terms.contains(&t) {
+                terms.push(t);
+            }
+        }
+        Ok(terms)
+    }
+
+    fn message_term_docs(&self, terms: &[String]) -> Result<Vec<u64>, DbError> {
+        token_tables(self)?;
+        let mut stmt = self.prepare_cached("SELECT doc FROM temp.message_terms WHERE term = ?1")?;
+        terms
+            .iter()
+            .map(|t| {
+                Ok(stmt
+                    .query_row([t], |r| r.get::<_, i64>(0))
+                    .optional()?
+                    .map_or(0, |n| n.max(0) as u64))
+            })
+            .collect()
+    }
+
+    fn message_term_counts(
+        &self,
+        pks: &[i64],
+        terms: &[String],
+    ) -> Result<HashMap<i64, TermCounts>, DbError> {
+        token_tables(self)?;
+        clear_tokens(self)?;
+        let ids = serde_json::to_string(pks).unwrap_or_else(|_| "[]".into());
+        // One statement, so FTS5 writes the texts' tokens once.
+        self.prepare_cached(
+            "INSERT INTO temp.search_tokens(rowid, x)
+             SELECT pk, content FROM messages WHERE pk IN (SELECT value FROM json_each(?1)) AND is_current = 1",
+        )?
+        .execute([ids])?;
+        let mut out: HashMap<i64, TermCounts> = HashMap::new();
+        let sizes: Vec<(i64, Vec<u8>)> = self
+            .prepare_cached("SELECT id, sz FROM temp.search_tokens_docsize")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        for (pk, sz) in sizes {
+            let len = varint(&sz).map_or(0, |(n, _)| u32::try_from(n).unwrap_or(u32::MAX));
+            out.insert(
+                pk,
+                TermCounts {
+                    len,
+                    tf: vec![0; terms.len()],
+                },
+            );
+        }
+        let mut stmt = self.prepare_cached(
+            "SELECT doc, count(*) FROM temp.search_tokens_at WHERE term = ?1 GROUP BY doc",
+        )?;
+        for (i, t) in terms.iter().enumerate() {
+            let rows = stmt.query_map([t], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+            for row in rows {
+                let (pk, n) = row?;
+                if let Some(c) = out.get_mut(&pk) {
+                    c.tf[i] = u32::try_from(n).unwrap_or(u32::MAX);
+                }
+            }
+        }
+        clear_tokens(self)?;
+        Ok(out)
     }
 
     fn fts_totals(&self, kind: Kind) -> Result<Option<(f64, f64)>, DbError> {
@@ -400,5 +541,65 @@ mod tests {
         assert_eq!(fts_averages(&[0]), None);
         assert_eq!(fts_averages(&[0x81]), None);
         assert_eq!(varint(&[0xff; 9]), Some((u64::MAX, 9)));
+    }
+
+    #[test]
+    fn reads_the_tokenizer_of_a_declaration() {
+        let sql = "CREATE VIRTUAL TABLE messages_fts USING fts5(\n content, content='messages', tokenize = \"porter unicode61\")";
+        assert_eq!(fts_tokenizer(sql), Some("porter unicode61"));
+        assert_eq!(
+            fts_tokenizer("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='trigram')"),
+            Some("trigram")
+        );
+        assert_eq!(fts_tokenizer("CREATE VIRTUAL TABLE t USING fts5(x)"), None);
+        assert_eq!(
+            fts_tokenizer("CREATE VIRTUAL TABLE t USING fts5(x, tokenize=)"),
+            None
+        );
+    }
+
+    /// Terms are whatever the messages index's declared tokenizer makes of the words: the same words give other
+    /// terms under another declaration, so no second tokenizer can drift from it.
+    #[test]
+    fn terms_follow_the_tokenizer_the_index_declares() {
+        let terms = |tokenizer: &str| {
+            let conn = Connection::open_in_memory().unwrap();
+            conn.execute_batch(&format!(
+                "CREATE TABLE messages (pk INTEGER PRIMARY KEY, content TEXT, is_current INTEGER);
+                 CREATE VIRTUAL TABLE messages_fts USING fts5(content, content='messages', content_rowid='pk'{tokenizer});"
+            ))
+            .unwrap();
+            conn.message_terms("Running, the turtles RAN; running Ünïcödé")
+                .unwrap()
+        };
+        assert_eq!(
+            terms(", tokenize='porter unicode61'"),
+            ["run", "the", "turtl", "ran", "unicod"]
+        );
+        assert_eq!(terms(""), ["running", "the", "turtles", "ran", "unicode"]);
+        assert_eq!(
+            terms(", tokenize='unicode61 remove_diacritics 0'"),
+            ["running", "the", "turtles", "ran", "ünïcödé"]
+        );
+    }
+
+    /// On a real corpus opened read-only: terms, document counts and term counts come from the index, the counts
+    /// cover current messages only, and nothing is left behind between calls.
+    #[test]
+    fn term_statistics_on_a_read_only_corpus() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let conn = crate::db::open(&path).unwrap();
+        conn.execute_batch(
+            "INSERT INTO messages_fts(rowid, content) VALUES (1, 'Turtles love the lake'), (2, 'A turtle; turtles!')",
+        )
+        .unwrap();
+        let ro = crate::db::open_read_only(&path).unwrap();
+        let terms = ro.message_terms("turtles lake piano").unwrap();
+        assert_eq!(terms, ["turtl", "lake", "piano"]);
+        assert_eq!(ro.message_term_docs(&terms).unwrap(), [2, 1, 0]);
+        // The index rows have no current message behind them, so there is nothing to count.
+        assert!(ro.message_term_counts(&[1, 2], &terms).unwrap().is_empty());
+        assert_eq!(ro.message_terms("").unwrap(), Vec::<String>::new());
     }
 }
