@@ -9,20 +9,8 @@ use std::time::Instant;
 use personkit_shared::capture::api;
 use personkit_shared::wire::Role;
 
-/// The same 4 KB turn the worker's bench hook builds: prose, a code block, a list, and one secret.
-fn turn(i: usize) -> String {
-    let mut s = format!("Turn {i}: here is how I set up the service.\n\n");
-    while s.len() < 4096 - 200 {
-        s.push_str(
-            "The deployment reads its settings from the environment and retries with backoff.\n",
-        );
-        s.push_str("    fn main() { let x = compute(42); println!(\"{x}\"); }\n");
-        s.push_str("- first item of a list\n- second item with `inline code`\n");
-    }
-    s.push_str("export API_KEY=\"sk-proj-abcdefghijklmnopqrstuvwx\"\n");
-    s.truncate(4096);
-    s
-}
+mod common;
+use common::turn;
 
 fn main() {
     let n: usize = std::env::var("BENCH_TURNS")
