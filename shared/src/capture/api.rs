@@ -400,7 +400,8 @@ pub fn match_patterns() -> Result<String> {
     to_json(&Registry::builtin().match_patterns())
 }
 
-/// What the worker's IndexedDB records held, each key as stored (absent on a fresh install, perhaps written by an older version).
+/// What the worker's IndexedDB records held, each key as stored (absent on a fresh install, perhaps written by an
+/// older version).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LoadInput<'a> {
