@@ -1,5 +1,6 @@
 //! `personkit-extension-wasm` is the wasm-bindgen facade the extension's service worker loads: one line per
-//! function of `personkit_shared::capture::api` that the worker calls, JSON strings in and out. It holds no logic; everything it exposes
+//! function of `personkit_shared::capture::api` that the worker calls, and per method of the state it keeps in
+//! the instance (`Core`: queue, dedupe set, stats), JSON strings in and out. It holds no logic; everything it exposes
 //! is tested natively in `personkit-shared`. It is not used by the relay.
 
 use personkit_shared::capture::api;
@@ -24,11 +25,6 @@ pub fn page_state(input: &str) -> Result<String, JsError> {
     api::page_state(input).map_err(js)
 }
 
-#[wasm_bindgen]
-pub fn forgotten(input: &str) -> Result<String, JsError> {
-    api::forgotten(input).map_err(js)
-}
-
 #[wasm_bindgen(js_name = toggleSkip)]
 pub fn toggle_skip(input: &str) -> Result<String, JsError> {
     api::toggle_skip(input).map_err(js)
@@ -37,36 +33,6 @@ pub fn toggle_skip(input: &str) -> Result<String, JsError> {
 #[wasm_bindgen(js_name = setPatterns)]
 pub fn set_patterns(input: &str) -> Result<String, JsError> {
     api::set_patterns(input).map_err(js)
-}
-
-#[wasm_bindgen]
-pub fn probe(input: &str) -> Result<String, JsError> {
-    api::probe(input).map_err(js)
-}
-
-#[wasm_bindgen(js_name = captureReports)]
-pub fn capture_reports(input: &str) -> Result<String, JsError> {
-    api::capture_reports(input).map_err(js)
-}
-
-#[wasm_bindgen(js_name = reportsSent)]
-pub fn reports_sent(input: &str) -> Result<String, JsError> {
-    api::reports_sent(input).map_err(js)
-}
-
-#[wasm_bindgen]
-pub fn capture(input: &str) -> Result<String, JsError> {
-    api::capture(input).map_err(js)
-}
-
-#[wasm_bindgen(js_name = nextBatch)]
-pub fn next_batch(input: &str) -> Result<String, JsError> {
-    api::next_batch(input).map_err(js)
-}
-
-#[wasm_bindgen(js_name = onOutcome)]
-pub fn on_outcome(input: &str) -> Result<String, JsError> {
-    api::on_outcome(input).map_err(js)
 }
 
 #[wasm_bindgen(js_name = pairRequest)]
@@ -79,37 +45,38 @@ pub fn pair_response(input: &str) -> Result<String, JsError> {
     api::pair_response(input).map_err(js)
 }
 
-#[wasm_bindgen(js_name = onPaired)]
-pub fn on_paired(input: &str) -> Result<String, JsError> {
-    api::on_paired(input).map_err(js)
-}
-
-#[wasm_bindgen(js_name = queueSummary)]
-pub fn queue_summary(input: &str) -> Result<String, JsError> {
-    api::queue_summary(input).map_err(js)
-}
-
-#[wasm_bindgen(js_name = popupState)]
-pub fn popup_state(input: &str) -> Result<String, JsError> {
-    api::popup_state(input).map_err(js)
-}
-
 #[wasm_bindgen(js_name = applyIntents)]
 pub fn apply_intents(input: &str) -> Result<String, JsError> {
     api::apply_intents(input).map_err(js)
 }
 
-#[wasm_bindgen]
-pub fn maintain(input: &str) -> Result<String, JsError> {
-    api::maintain(input).map_err(js)
-}
-
-#[wasm_bindgen(js_name = clearHeld)]
-pub fn clear_held(input: &str) -> Result<String, JsError> {
-    api::clear_held(input).map_err(js)
-}
-
 #[wasm_bindgen(js_name = flushDelayMs)]
 pub fn flush_delay_ms(fast: bool) -> u32 {
     u32::try_from(api::flush_delay_ms(fast)).unwrap_or(u32::MAX)
+}
+
+/// The capture core's state, kept in this instance while the worker runs (see `api::Core`).
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct Core(api::Core);
+
+#[wasm_bindgen]
+impl Core {
+    pub fn load(input: &str) -> Result<Core, JsError> {
+        api::Core::load(input).map(Core).map_err(js)
+    }
+
+    #[wasm_bindgen(js_name = loadChanges)]
+    pub fn load_changes(&mut self) -> Result<String, JsError> {
+        self.0.load_changes().map_err(js)
+    }
+
+    pub fn capture(&mut self, input: &str, parsed: Option<String>) -> Result<String, JsError> {
+        self.0.capture(input, parsed.as_deref()).map_err(js)
+    }
+
+    /// Every other call of the state, by name (see `api::Core::call`).
+    pub fn call(&mut self, method: &str, input: &str) -> Result<String, JsError> {
+        self.0.call(method, input).map_err(js)
+    }
 }

@@ -4,8 +4,10 @@
 // must be JS: it reads messages, the clock and storage, makes the HTTP requests and sets timers; every decision
 // (capture policy, message limits, skip list, stats, settings merge, delivery, health lights) is a core call.
 // Every listener is registered at the top level and awaits the one `ready` promise. Nothing that matters lives
-// only in a global: the queue, the dedupe set, settings, skipped threads and local stats are written to the
-// extension origin's IndexedDB before any reply, so a worker that is killed and restarted loses nothing. The
+// only in a global: the core keeps the queue, the dedupe set and local stats in its wasm instance, loaded once from
+// the extension origin's IndexedDB at start, and every call that changes them answers with the records it changed,
+// which are written there (with settings and skipped threads) before any reply, so a worker that is killed and
+// restarted loses nothing. A call costs the same whether 10 or 20,000 turns are remembered. The
 // relay token never leaves this context and is sent only to the relay it was issued by: it is kept, with that
 // relay's base URL, in the same origin's IndexedDB. Nothing is kept in (or, after the one migration below, read
 // from) storage.local, which content scripts (and so a compromised renderer) can read and write in Firefox.
@@ -23,16 +25,15 @@ const ALARM = 'personkit-flush';
 const FAST_KEY = 'testFastFlush';
 
 /** In-memory mirror of the worker's state and of the token record, both in the extension origin's IndexedDB;
- * this worker is their only writer. `fast` mirrors the test flag `testFastFlush` in storage.session. */
+ * this worker is their only writer. `core` holds the queue, the dedupe set and the stats (the wasm `Core`).
+ * `fast` mirrors the test flag `testFastFlush` in storage.session. */
 const S = {
   settings: null,
   token: null,
   tokenRelay: null, // the relay origin the token was issued by; the token is sent nowhere else
   deviceId: null,
-  queue: {},
-  seen: {},
+  core: null,
   skipped: [],
-  stats: {},
   patterns: [],
   activePatterns: [],
   fast: false,
@@ -48,11 +49,16 @@ const S = {
 const SECRETS_DB = 'personkit-secrets';
 const SECRETS_STORE = 'secrets';
 const TOKEN_KEY = 'deviceToken';
-// One record per key of S that is persisted (settings, deviceId, queue, seen, skipped, stats, patterns,
-// activePatterns), plus MIGRATED_KEY once the state of an older version was moved out of storage.local.
+// One record per key of S that is persisted (settings, deviceId, skipped, patterns, activePatterns); the core's
+// state as `queueMeta`, `held`, `stats`, one record per queued item (key [ITEM, id]) and one per remembered turn
+// (key [SEEN, dedupe key] → its sequence number); MIGRATED_KEY once the state of an older version was moved out of
+// storage.local. An older version kept the whole queue and dedupe set as the records `queue` and `seen`: the core
+// loads them once and they are rewritten as records.
 const STATE_DB = 'personkit-state';
 const STATE_STORE = 'state';
 const MIGRATED_KEY = 'migratedFromStorageLocal';
+const ITEM = 'q';
+const SEEN = 's';
 
 function idb(req) {
   return new Promise((resolve, reject) => {
@@ -110,16 +116,65 @@ async function saveTokenRecord(rec) {
   await dbTx(SECRETS_DB, SECRETS_STORE, 'readwrite', 'strict', (st) => (rec ? st.put(rec, TOKEN_KEY) : st.delete(TOKEN_KEY)));
 }
 
-/** Every state record, as `{key: value}`. */
+/** Every state record: `{records: {key: value}, items: [item], seenKeys: [key], seenSeqs: [seq]}`. */
 async function readState() {
   return dbTx(STATE_DB, STATE_STORE, 'readonly', 'default', async (st) => {
     const [keys, values] = await Promise.all([idb(st.getAllKeys()), idb(st.getAll())]);
-    const out = {};
+    const out = { records: {}, items: [], seenKeys: [], seenSeqs: [] };
     keys.forEach((k, i) => {
-      out[k] = values[i];
+      if (!Array.isArray(k)) out.records[k] = values[i];
+      else if (k[0] === ITEM) out.items.push(values[i]);
+      else if (k[0] === SEEN) {
+        out.seenKeys.push(k[1]);
+        out.seenSeqs.push(values[i]);
+      }
     });
     return out;
   });
+}
+
+/** Whether a core call's `changes` name any record. */
+function hasChanges(c) {
+  return !!(c.seen_put.length || c.seen_delete.length || c.items_put.length || c.items_delete.length || c.held || c.queue_meta || c.stats);
+}
+
+/** Writes a core call's `changes`, plus `extra` records of S and the deletion of `remove` keys, in one
+ * transaction; resolves once it committed. */
+async function writeChanges(c, extra = {}, remove = []) {
+  if (!hasChanges(c) && !Object.keys(extra).length && !remove.length) return;
+  await dbTx(STATE_DB, STATE_STORE, 'readwrite', 'default', (st) => {
+    // Deletions first: a key forgotten and seen again within one call is stored anew.
+    for (const k of c.seen_delete) st.delete([SEEN, k]);
+    for (const [k, seq] of c.seen_put) st.put(seq, [SEEN, k]);
+    for (const item of c.items_put) st.put(item, [ITEM, item.id]);
+    for (const id of c.items_delete) st.delete([ITEM, id]);
+    if (c.held) st.put(c.held, 'held');
+    if (c.queue_meta) st.put(c.queue_meta, 'queueMeta');
+    if (c.stats) st.put(c.stats, 'stats');
+    for (const [k, v] of Object.entries(extra)) st.put(v, k);
+    for (const k of remove) st.delete(k);
+  });
+}
+
+/** The core, loaded from what readState read (linear in the records); an older version's whole-state records are
+ * rewritten as records, in one transaction that also deletes them. */
+async function loadCore(state) {
+  const r = state.records;
+  const c = core.Core.load(
+    JSON.stringify({
+      queue_meta: r.queueMeta,
+      items: state.items,
+      held: r.held,
+      seen_keys: state.seenKeys,
+      seen_seqs: state.seenSeqs,
+      stats: r.stats,
+      legacy_queue: r.queue,
+      legacy_seen: r.seen,
+    }),
+  );
+  const l = JSON.parse(c.loadChanges());
+  await writeChanges(l.changes, {}, l.rewrite ? ['queue', 'seen'] : []);
+  return c;
 }
 
 /** Writes these records in one transaction; resolves once it committed. */
@@ -133,14 +188,14 @@ async function writeState(records) {
  * what is taken from there: never a token nor a relay URL (see `migrateLegacy`). */
 async function loadOrMigrateState(tokenRelay) {
   const state = await readState();
-  if (state[MIGRATED_KEY]) return state;
+  if (state.records[MIGRATED_KEY]) return state;
   const legacy = await chrome.storage.local.get(null);
   const m = json(core.migrateLegacy, { local: legacy, token_relay: tokenRelay });
   if (m.refused.length) console.warn(`personkit: not taken from storage.local: ${m.refused.join(', ')}`);
   const moved = { ...m.state, [MIGRATED_KEY]: { at: Date.now() } };
   await writeState(moved);
   if (m.remove.length) await chrome.storage.local.remove(m.remove);
-  return moved;
+  return { records: moved, items: [], seenKeys: [], seenSeqs: [] };
 }
 
 // Close storage.local to content scripts, and so to a compromised renderer, where the browser allows it (Chromium
@@ -153,24 +208,22 @@ if (chrome.storage.local.setAccessLevel) {
 const ready = (async () => {
   await initCore({ module_or_path: chrome.runtime.getURL('wasm/personkit_core_bg.wasm') });
   const rec = await loadTokenRecord();
-  const stored = await loadOrMigrateState(rec ? rec.relay : null);
+  const state = await loadOrMigrateState(rec ? rec.relay : null);
+  const stored = state.records;
   const loaded = json(core.loadState, {
     settings: stored.settings,
     skipped: stored.skipped,
-    stats: stored.stats,
     patterns: stored.patterns,
     active_patterns: stored.activePatterns,
   });
   S.settings = loaded.settings;
   S.skipped = loaded.skipped;
-  S.stats = loaded.stats;
   S.patterns = loaded.patterns;
   S.activePatterns = loaded.active_patterns;
   S.token = rec ? rec.token : null;
   S.tokenRelay = rec ? rec.relay : null;
   S.deviceId = typeof stored.deviceId === 'string' ? stored.deviceId : crypto.randomUUID();
-  S.queue = stored.queue || {};
-  S.seen = stored.seen || {};
+  S.core = await loadCore(state);
   const session = await chrome.storage.session.get(FAST_KEY).catch(() => ({}));
   S.fast = session[FAST_KEY] === true;
   if (stored.deviceId !== S.deviceId) await persist(['deviceId']);
@@ -194,6 +247,11 @@ function json(fn, input) {
   return JSON.parse(fn(JSON.stringify(input)));
 }
 
+/** A call of the core's state object (the wasm `Core`): `method` with `input` as JSON. */
+function coreCall(method, input) {
+  return JSON.parse(S.core.call(method, JSON.stringify(input)));
+}
+
 /** What the core needs to judge a content script's page: the browser's record of the sender (the page, and so
  * the conversation, is only ever taken from it), the URL the script claims (only compared with that record), the
  * time, and the user's choices. */
@@ -210,28 +268,22 @@ function hello(sender, msg) {
   return p;
 }
 
-/** Keeps what a core `capture` call returned (queue, dedupe set, stats); inside `exclusive`. */
+/** Persists what a core `capture` call changed (queue items, dedupe keys, stats); inside `exclusive`. */
 async function keepCaptured(r) {
   if (r.invalid) return r;
-  S.queue = r.queue;
-  S.seen = r.seen;
-  S.stats = r.stats;
-  if (r.changed) await persist(['queue', 'seen', 'stats']);
+  await writeChanges(r.changes);
   return r;
 }
 
 async function captureTurns(sender, msg) {
   const out = await exclusive(async () => {
-    const r = json(core.capture, {
+    const r = coreCall('capture', {
       ...pageInput(sender, msg),
       title: msg.title,
       turns: msg.turns,
-      stats: S.stats,
       patterns: S.activePatterns,
       device_id: S.deviceId,
       app_version: APP_VERSION,
-      queue: S.queue,
-      seen: S.seen,
       fast: S.fast,
     });
     return keepCaptured(r);
@@ -266,16 +318,13 @@ async function captureNetwork(sender, msg) {
     ...pageInput(sender, msg),
     title: null,
     turns: [],
-    stats: S.stats,
     patterns: S.activePatterns,
     device_id: S.deviceId,
     app_version: APP_VERSION,
-    queue: S.queue,
-    seen: S.seen,
     fast: S.fast,
   });
   const network = { surface: msg.surface, kind: msg.kind, endpoint: msg.endpoint, method: msg.method, error: msg.error || null };
-  const first = await exclusive(async () => json(core.capture, { ...base(), network }));
+  const first = await exclusive(async () => keepCaptured(coreCall('capture', { ...base(), network })));
   if (first.invalid) return { error: M.ERR.INVALID };
   if (first.stale) return { stale: true };
   const v0 = first.network || {};
@@ -290,9 +339,8 @@ async function captureNetwork(sender, msg) {
     return { refused: v0.refused || first.state };
   }
   const out = await exclusive(async () => {
-    // The parsed body is JSON text already: spliced in as the last key of `network` (the last key of the input).
-    const head = JSON.stringify({ ...base(), network });
-    const r = JSON.parse(core.capture(`${head.slice(0, -2)},"parsed":${parsed || 'null'}}}`));
+    // The parser's answer is the core's second argument.
+    const r = JSON.parse(S.core.capture(JSON.stringify({ ...base(), network }), parsed));
     return keepCaptured(r);
   });
   if (out.invalid) {
@@ -312,17 +360,13 @@ async function probePage(sender, msg) {
   const out = await exclusive(async () => {
     const { skipped, ...page } = pageInput(sender, msg);
     void skipped;
-    const r = json(core.probe, {
+    const r = coreCall('probe', {
       ...page,
-      stats: S.stats,
       probe: msg.probe,
       title: msg.title ?? undefined,
       fast: S.fast,
     });
-    if (r.changed) {
-      S.stats = r.stats;
-      await persist(['stats']);
-    }
+    await writeChanges(r.changes);
     return r;
   });
   reportAdapters().catch((e) => console.warn('personkit: adapter report failed', e && e.message));
@@ -340,7 +384,7 @@ function reportAdapters() {
 async function sendAdapterReports() {
   await ready;
   if (!S.token) return;
-  const r = json(core.captureReports, { now_ms: Date.now(), stats: S.stats, fast: S.fast });
+  const r = coreCall('captureReports', { now_ms: Date.now(), fast: S.fast });
   if (!r.body) return;
   let res;
   try {
@@ -354,11 +398,8 @@ async function sendAdapterReports() {
   }
   if (!res.ok) return;
   await exclusive(async () => {
-    const m = json(core.reportsSent, { stats: S.stats, sent: r.sent });
-    if (m.changed) {
-      S.stats = m.stats;
-      await persist(['stats']);
-    }
+    const m = coreCall('reportsSent', { sent: r.sent });
+    await writeChanges(m.changes);
   });
 }
 
@@ -427,17 +468,14 @@ let relayCheckedAt = 0;
 
 /** Runs the core's upkeep of held turns; `relayHealth` is the relay's /v1/health body, or null. Inside `exclusive`. */
 async function maintainQueue(relayHealthBody) {
-  const r = json(core.maintain, {
-    queue: S.queue,
+  const r = coreCall('maintain', {
     now_ms: Date.now(),
     app_version: APP_VERSION,
     relay: relayHealthBody == null ? undefined : relayBase(),
     relay_health: relayHealthBody == null ? undefined : relayHealthBody,
     fast: S.fast,
   });
-  if (!r.changed) return r;
-  S.queue = r.queue;
-  await persist(['queue']);
+  await writeChanges(r.changes);
   return r;
 }
 
@@ -463,7 +501,7 @@ async function flush() {
     for (let round = 0; round < 100; round++) {
       const token = S.token;
       if (!token) return; // not paired (or signed out after a 401): keep everything until pairing
-      const next = json(core.nextBatch, { queue: S.queue, now_ms: Date.now(), fast: S.fast });
+      const next = coreCall('nextBatch', { now_ms: Date.now(), fast: S.fast });
       if (next.action === 'idle' || next.action === 'sign_in_required') return;
       if (next.action === 'wait') {
         scheduleFlush(next.ms);
@@ -471,23 +509,19 @@ async function flush() {
       }
       const outcome = await post(next.body, token);
       const res = await exclusive(async () => {
-        const r = json(core.onOutcome, {
-          queue: S.queue,
-          stats: S.stats,
+        const r = coreCall('onOutcome', {
           ids: next.ids,
           ...outcome,
           now_ms: Date.now(),
           fast: S.fast,
         });
-        S.queue = r.queue;
-        S.stats = r.stats;
         if (r.applied.wipe_token) {
           // A failed delete only costs one more 401 after a restart; the queue outcome must still be recorded.
           await saveTokenRecord(null).catch((e) => console.error('personkit: could not delete the token', e && e.message));
           S.token = null;
           S.tokenRelay = null;
         }
-        await persist(['queue', 'stats']);
+        await writeChanges(r.changes);
         return r;
       });
       const retry = res.applied.retry_in_ms;
@@ -505,7 +539,7 @@ async function flush() {
 // ---- popup requests ------------------------------------------------------------------------------------------------
 
 function queueSummary() {
-  return json(core.queueSummary, { queue: S.queue, fast: S.fast });
+  return coreCall('queueSummary', { fast: S.fast });
 }
 
 /** The relay's capture-health body as received (the core parses it), or null when there is none to read. */
@@ -524,11 +558,9 @@ async function relayHealth() {
 async function popupState() {
   await reportAdapters().catch(() => {});
   const relay = await relayHealth();
-  return json(core.popupState, {
+  return coreCall('popupState', {
     now_ms: Date.now(),
     settings: S.settings,
-    stats: S.stats,
-    queue: S.queue,
     fast: S.fast,
     patterns: S.patterns,
     paired: !!S.token,
@@ -622,10 +654,9 @@ async function pair(msg) {
     S.token = answer.token;
     S.tokenRelay = base;
     relayCheckedAt = 0;
-    const r = json(core.onPaired, { queue: S.queue, settings: S.settings, relay: base });
+    const r = coreCall('onPaired', { settings: S.settings, relay: base });
     S.settings = r.settings;
-    S.queue = r.queue;
-    await persist(['settings', 'queue']);
+    await writeChanges(r.changes, { settings: S.settings });
   });
   scheduleFlush(0);
   return { ok: true };
@@ -633,9 +664,8 @@ async function pair(msg) {
 
 async function clearHeld() {
   return exclusive(async () => {
-    const r = json(core.clearHeld, { queue: S.queue });
-    S.queue = r.queue;
-    await persist(['queue']);
+    const r = coreCall('clearHeld', {});
+    await writeChanges(r.changes);
     return { ok: true, cleared: r.cleared };
   });
 }
@@ -650,7 +680,7 @@ async function debugInfo() {
 globalThis.__personkitDebug = debugInfo;
 
 // Benchmark hook (see TESTING.md): the same 4 KB turn as `shared/benches/capture_turn.rs`, through the same
-// `capture` entry point, with fresh state (nothing is queued or persisted).
+// `capture` entry point, on a fresh core of its own (nothing is queued in the worker's, nothing is persisted).
 function benchTurn(i) {
   let s = `Turn ${i}: here is how I set up the service.\n\n`;
   while (s.length < 4096 - 200) {
@@ -665,6 +695,7 @@ function benchTurn(i) {
 globalThis.__personkitBench = async (n = 300) => {
   await ready;
   const texts = Array.from({ length: n }, (_, i) => benchTurn(i));
+  const fresh = core.Core.load('{}');
   const t0 = performance.now();
   let sink = 0;
   texts.forEach((text, i) => {
@@ -676,10 +707,59 @@ globalThis.__personkitBench = async (n = 300) => {
       now_ms: 1795341600000,
       settings: { enabled: { 'browser-ext:chatgpt': true } },
     });
-    sink += core.capture(input).length;
+    sink += fresh.capture(input).length;
   });
   const us = ((performance.now() - t0) * 1000) / n;
+  fresh.free();
   return { n, usPerTurn: us, sink };
+};
+
+// Benchmark hook for the cost of capture as the state grows (`e2e/benches/capture_state.rs`; TESTING.md). Only with
+// the test flag `testFastFlush` set: `fill` replaces the worker's stored queue and dedupe set with `queued` captured
+// turns of another conversation and `remembered` dedupe keys, then loads the core from storage as a starting worker
+// does (and answers how long that took); `capture` then captures one 4 KB turn through the worker's own path (core
+// call and persistence) and answers its milliseconds.
+const BENCH_PAGE = 'https://chatgpt.com/c/bench';
+globalThis.__personkitBenchState = {
+  async fill(remembered, queued) {
+    await ready;
+    if (!S.fast) throw new Error('bench hook: set the test flag testFastFlush first');
+    S.settings = { ...S.settings, enabled: { ...S.settings.enabled, 'browser-ext:chatgpt': true } };
+    return exclusive(async () => {
+      const turns = Array.from({ length: queued }, (_, i) => ({ role: 'assistant', text: benchTurn(1e6 + i), message_key: `q${i}` }));
+      const scratch = core.Core.load('{}');
+      const r = JSON.parse(
+        scratch.capture(
+          JSON.stringify({ url: `${BENCH_PAGE}-queued`, turns, device_id: S.deviceId, app_version: APP_VERSION, now_ms: Date.now(), settings: S.settings }),
+        ),
+      );
+      scratch.free();
+      const old = await readState();
+      await dbTx(STATE_DB, STATE_STORE, 'readwrite', 'default', (st) => {
+        for (const item of old.items) st.delete([ITEM, item.id]);
+        for (const k of old.seenKeys) st.delete([SEEN, k]);
+        for (const item of r.changes.items_put) st.put(item, [ITEM, item.id]);
+        for (let i = 0; i < remembered; i++) st.put(i, [SEEN, (0x10000000000 + i * 7919).toString(16).padStart(20, '0')]);
+        st.put(r.changes.queue_meta || {}, 'queueMeta');
+        st.put([], 'held');
+      });
+      const t0 = performance.now();
+      const next = await loadCore(await readState());
+      const loadMs = performance.now() - t0;
+      S.core.free();
+      S.core = next;
+      return { queued: queueSummary().queue_length, loadMs };
+    });
+  },
+  async capture(i) {
+    const sender = { url: BENCH_PAGE, frameId: 0, tab: { url: BENCH_PAGE } };
+    const msg = { type: M.MSG.CAPTURE, url: BENCH_PAGE, turns: [{ role: 'assistant', text: benchTurn(i), message_key: `b${i}` }] };
+    const t0 = performance.now();
+    const out = await captureTurns(sender, msg);
+    const ms = performance.now() - t0;
+    if (out.queued !== 1) throw new Error(`bench hook: the turn was not queued: ${JSON.stringify(out)}`);
+    return ms;
+  },
 };
 
 function broadcast() {
@@ -761,11 +841,10 @@ async function forgetThread(msg) {
     return { error: (r.body && r.body.message) || `the relay answered ${r.status}` };
   }
   const out = await exclusive(async () => {
-    const f = json(core.forgotten, { thread_id: msg.thread, queue: S.queue, skipped: S.skipped });
+    const f = coreCall('forgotten', { thread_id: msg.thread, skipped: S.skipped });
     if (f.changed) {
-      S.queue = f.queue;
       S.skipped = f.skipped;
-      await persist(['queue', 'skipped']);
+      await writeChanges(f.changes, { skipped: S.skipped });
     }
     return f;
   });

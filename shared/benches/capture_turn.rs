@@ -1,28 +1,16 @@
 //! Per-turn cost of the capture core, natively: normalise + redact + hash + dedupe + enqueue of a 4 KB turn
-//! through `capture::api::capture` (the same entry point the extension's worker calls through WASM), reported as
+//! through `capture::api::Core::capture` (the same entry point the extension's worker calls through WASM), reported as
 //! a ratio against a baseline measured in the same run (the content hash of the same text alone).
 //! Run: `cargo bench -p personkit-shared --bench capture_turn`. The in-browser figure comes from the worker's
 //! `__personkitBench(n)` hook (extension/TESTING.md) on the same input.
 
 use std::time::Instant;
 
-use personkit_shared::capture::api;
+use personkit_shared::capture::api::Core;
 use personkit_shared::wire::Role;
 
-/// The same 4 KB turn the worker's bench hook builds: prose, a code block, a list, and one secret.
-fn turn(i: usize) -> String {
-    let mut s = format!("Turn {i}: here is how I set up the service.\n\n");
-    while s.len() < 4096 - 200 {
-        s.push_str(
-            "The deployment reads its settings from the environment and retries with backoff.\n",
-        );
-        s.push_str("    fn main() { let x = compute(42); println!(\"{x}\"); }\n");
-        s.push_str("- first item of a list\n- second item with `inline code`\n");
-    }
-    s.push_str("export API_KEY=\"sk-proj-abcdefghijklmnopqrstuvwx\"\n");
-    s.truncate(4096);
-    s
-}
+mod common;
+use common::turn;
 
 fn main() {
     let n: usize = std::env::var("BENCH_TURNS")
@@ -38,6 +26,8 @@ fn main() {
     }
     let baseline = t.elapsed().as_secs_f64() / n as f64;
 
+    // One core, as the worker keeps it; each call adds its turn (n turns stay far below every bound).
+    let mut core = Core::load("{}").unwrap_or_else(|e| panic!("empty core: {e}"));
     let t = Instant::now();
     for (i, text) in texts.iter().enumerate() {
         let input = serde_json::json!({
@@ -49,7 +39,9 @@ fn main() {
             "settings": {"enabled": {"browser-ext:chatgpt": true}},
         })
         .to_string();
-        let out = api::capture(&input).unwrap_or_else(|e| panic!("capture failed: {e}"));
+        let out = core
+            .capture(&input, None)
+            .unwrap_or_else(|e| panic!("capture failed: {e}"));
         if i == 0 {
             assert!(
                 out.contains("\"queued\":1"),

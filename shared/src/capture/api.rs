@@ -1,6 +1,12 @@
 //! The capture core's JSON-in/JSON-out entry points: everything the extension's worker decides. `extension-wasm`
 //! wraps each in a one-line wasm-bindgen function; the worker reads the page's messages, the clock and storage,
-//! performs the HTTP requests, and keeps the state objects these functions hand back in `storage.local`.
+//! and performs the HTTP requests.
+//!
+//! The state that grows with the user's history — the delivery queue, the dedupe set, the local stats — lives in
+//! a [`Core`], which the worker loads once from its IndexedDB records when it starts and keeps for as long as it
+//! runs; each call that changes it answers with `changes`, the records to store or delete, so a call costs the
+//! same with 20,000 remembered turns as with none. The user's settings, skip list and patterns are small and go
+//! in with each call; the worker keeps them in IndexedDB too.
 //!
 //! Each function reads one input object whose keys are listed in its doc comment; a key it does not know is an
 //! error naming that key (a misspelt key never silently becomes 0 or empty).
@@ -13,12 +19,12 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::dedupe::SeenSet;
+use super::dedupe::{SeenChanges, SeenSet, SeenWire};
 use super::health::{self, SurfaceRow};
 use super::keyed::Keyed;
 use super::normalize::normalize;
 use super::policy::{self, CaptureState, SkipList, Stats};
-use super::queue::{Applied, HeldReason, Next, Outcome, QueueConfig, QueueState};
+use super::queue::{Applied, HeldReason, Next, Outcome, QueueConfig, QueueState, QueuedItem};
 use super::redact::{PatternError, Redactor};
 use super::registry::{self, Registry};
 use super::settings::{self, Settings};
@@ -79,8 +85,6 @@ fn parse<'a, T: Deserialize<'a>>(input: &'a str) -> Result<T> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 struct Call<'a> {
-    queue: QueueState,
-    stats: Stats,
     settings: Settings,
     skipped: SkipList,
     now_ms: Option<u64>,
@@ -121,6 +125,22 @@ struct Call<'a> {
     intent: Option<String>,
     #[serde(borrow)]
     patch: Option<&'a RawValue>,
+    /// What [`Core::load`] reads, as the worker stored it (see there).
+    #[serde(borrow)]
+    queue_meta: Option<&'a RawValue>,
+    #[serde(borrow)]
+    items: Vec<&'a RawValue>,
+    #[serde(borrow)]
+    held: Option<&'a RawValue>,
+    /// The dedupe keys and their sequence numbers (two lists of the same length).
+    seen_keys: Vec<String>,
+    seen_seqs: Vec<u64>,
+    #[serde(borrow)]
+    stats: Option<&'a RawValue>,
+    #[serde(borrow)]
+    legacy_queue: Option<&'a RawValue>,
+    #[serde(borrow)]
+    legacy_seen: Option<&'a RawValue>,
 }
 
 /// A field the call cannot do without.
@@ -130,6 +150,240 @@ fn need<T>(v: Option<T>, name: &str) -> Result<T> {
 
 fn millis(now_ms: u64) -> i64 {
     i64::try_from(now_ms).unwrap_or(i64::MAX)
+}
+
+/// The capture core's state while the worker runs: the delivery queue (held items included), the dedupe set of
+/// what this browser already queued, and the local stats. Loaded once ([`Core::load`]); every call that changes it
+/// answers with [`Changes`], which the worker writes to IndexedDB before it answers its caller, so a worker that
+/// is killed at any moment and loaded again has lost nothing it acknowledged.
+#[derive(Debug, Default)]
+pub struct Core {
+    queue: QueueState,
+    seen: SeenSet,
+    stats: Stats,
+    /// What [`Core::load`] found to rewrite (an older version's records), until [`Core::load_changes`] takes it.
+    loaded: Option<Changes>,
+}
+
+/// The records a call changed, for the worker to delete or store (each item, each dedupe key, and the small
+/// records); deletions go first. Applying every call's changes in order to the stored records and loading them gives the same state.
+#[derive(Debug, Default, Serialize)]
+pub struct Changes {
+    /// Dedupe keys to store, each with its sequence number (the load order), and keys to delete.
+    seen_put: Vec<(String, u64)>,
+    seen_delete: Vec<String>,
+    /// Queue items to store (new or changed), by id, and ids to delete.
+    items_put: Vec<QueuedItem>,
+    items_delete: Vec<u64>,
+    /// The held items, when they changed (bounded: one record).
+    held: Option<Vec<QueuedItem>>,
+    /// The queue without its items (see [`QueueState::meta`]), when it changed (one small record).
+    queue_meta: Option<Box<RawValue>>,
+    stats: Option<Box<RawValue>>,
+}
+
+/// What a call is about to change, remembered cheaply (ids and counters, no contents; the small records as
+/// their JSON text) to find its [`Changes`].
+struct Before {
+    items: Vec<(u64, u32)>,
+    held: Vec<(u64, Option<u64>)>,
+    meta: String,
+    stats: String,
+}
+
+/// `{...out, "changes": changes}` from `out`, a serialised object.
+fn with_changes(mut out: String, changes: &Changes) -> Result<String> {
+    if out.pop() != Some('}') {
+        return Err(ApiCallError::Refused("an output is not an object".into()));
+    }
+    if out.len() > 1 {
+        out.push(',');
+    }
+    out.push_str("\"changes\":");
+    out.push_str(&to_json(changes)?);
+    out.push('}');
+    Ok(out)
+}
+
+fn held_marks(q: &QueueState) -> Vec<(u64, Option<u64>)> {
+    q.held.iter().map(|h| (h.id, h.held_at_ms)).collect()
+}
+
+impl Core {
+    /// `{queue_meta, items, held, seen_keys, seen_seqs, stats, legacy_queue, legacy_seen}` as the worker read them
+    /// → the core: the queue without items (see [`QueueState::meta`]), its items, the held items, the dedupe keys
+    /// with their sequence numbers in any order, the stats; or, from an older version, the whole queue and the whole
+    /// dedupe set as one record each (then [`Core::load_changes`] rewrites them as records). A record that does not
+    /// parse is left out: a damaged record never stops the worker. Linear in the number of records (the dedupe
+    /// keys are sorted once by sequence number).
+    pub fn load(input: &str) -> Result<Core> {
+        let i: Call = parse(input)?;
+        let mut rewrite = false;
+        let queue = match i.legacy_queue {
+            Some(q) => {
+                rewrite = true;
+                stored::<QueueState>(Some(q))
+            }
+            None => {
+                let mut q = stored::<QueueState>(i.queue_meta);
+                q.items = Vec::with_capacity(i.items.len());
+                for item in i
+                    .items
+                    .iter()
+                    .filter_map(|r| serde_json::from_str::<QueuedItem>(r.get()).ok())
+                {
+                    // Id order is queue order; the records come in it (an insertion costs nothing then).
+                    let at = q.items.partition_point(|other| other.id < item.id);
+                    q.items.insert(at, item);
+                }
+                q.held = stored(i.held);
+                q
+            }
+        };
+        let seen = match i.legacy_seen {
+            Some(w) => {
+                rewrite = true;
+                SeenSet::from_wire(stored::<SeenWire>(Some(w)))
+            }
+            None => SeenSet::from_records(
+                super::dedupe::DEFAULT_SEEN_CAPACITY,
+                i.seen_keys.into_iter().zip(i.seen_seqs).collect(),
+            ),
+        };
+        // New ids must not meet stored ones, whatever a damaged counter says.
+        let mut queue = queue;
+        let newest = queue.items.iter().chain(&queue.held).map(|q| q.id).max();
+        queue.next_id = queue.next_id.max(newest.unwrap_or(0));
+        let mut core = Core {
+            queue,
+            seen,
+            stats: stored(i.stats),
+            loaded: None,
+        };
+        let seen = core.seen.take_changes();
+        core.loaded = Some(if rewrite {
+            Changes {
+                seen_put: core.seen.records(),
+                seen_delete: seen.delete,
+                items_put: core.queue.items.clone(),
+                items_delete: Vec::new(),
+                held: Some(core.queue.held.clone()),
+                queue_meta: Some(RawValue::from_string(to_json(&core.queue.meta())?)?),
+                stats: Some(RawValue::from_string(to_json(&core.stats)?)?),
+            }
+        } else {
+            Changes {
+                seen_delete: seen.delete,
+                ..Changes::default()
+            }
+        });
+        Ok(core)
+    }
+
+    /// `{rewrite, changes}`: what the worker should write after [`Core::load`] — every record, when the state came
+    /// from an older version's whole-state records (`rewrite`; the worker deletes those in the same transaction),
+    /// else only dedupe keys beyond the bound.
+    pub fn load_changes(&mut self) -> Result<String> {
+        #[derive(Serialize)]
+        struct LoadChanges {
+            rewrite: bool,
+            changes: Changes,
+        }
+        let changes = self.loaded.take().unwrap_or_default();
+        to_json(&LoadChanges {
+            rewrite: changes.queue_meta.is_some(),
+            changes,
+        })
+    }
+
+    /// A call of the state by the worker's name for it (what the wasm facade exposes as one method: every exported
+    /// method costs the module its own glue): `capture` (a DOM read; a network body with its parsed answer goes
+    /// through [`Core::capture`]), `probe`, `captureReports`, `reportsSent`, `forgotten`, `nextBatch`,
+    /// `onOutcome`, `onPaired`, `queueSummary`, `popupState`, `maintain`, `clearHeld`.
+    pub fn call(&mut self, method: &str, input: &str) -> Result<String> {
+        match method {
+            "capture" => self.capture(input, None),
+            "probe" => self.probe(input),
+            "captureReports" => self.capture_reports(input),
+            "reportsSent" => self.reports_sent(input),
+            "forgotten" => self.forgotten(input),
+            "nextBatch" => self.next_batch(input),
+            "onOutcome" => self.on_outcome(input),
+            "onPaired" => self.on_paired(input),
+            "queueSummary" => self.queue_summary(input),
+            "popupState" => self.popup_state(input),
+            "maintain" => self.maintain(input),
+            "clearHeld" => self.clear_held(input),
+            _ => Err(ApiCallError::Refused(format!(
+                "no core call {}",
+                crate::wire::quote_safely(method, 40)
+            ))),
+        }
+    }
+
+    fn before(&self) -> Result<Before> {
+        Ok(Before {
+            items: self
+                .queue
+                .items
+                .iter()
+                .map(|i| (i.id, i.attempts))
+                .collect(),
+            held: held_marks(&self.queue),
+            meta: to_json(&self.queue.meta())?,
+            stats: to_json(&self.stats)?,
+        })
+    }
+
+    /// What changed since `before`. Costs a pass over the queue's ids, never over its contents or the dedupe set.
+    /// Items are in id order before and after (see [`QueueState`]).
+    fn changes(&mut self, before: Before) -> Result<Changes> {
+        let SeenChanges { put, delete } = self.seen.take_changes();
+        let after = &self.queue.items;
+        let items_put = self
+            .queue
+            .items
+            .iter()
+            .filter(|i| {
+                before
+                    .items
+                    .binary_search_by_key(&i.id, |b| b.0)
+                    .map_or(true, |n| before.items[n].1 != i.attempts)
+            })
+            .cloned()
+            .collect();
+        let items_delete = before
+            .items
+            .iter()
+            .filter(|b| after.binary_search_by_key(&b.0, |i| i.id).is_err())
+            .map(|b| b.0)
+            .collect();
+        let raw = |now: String, then: String| -> Result<Option<Box<RawValue>>> {
+            Ok(if now == then {
+                None
+            } else {
+                Some(RawValue::from_string(now)?)
+            })
+        };
+        Ok(Changes {
+            seen_put: put,
+            seen_delete: delete,
+            items_put,
+            items_delete,
+            held: (held_marks(&self.queue) != before.held).then(|| self.queue.held.clone()),
+            queue_meta: raw(to_json(&self.queue.meta())?, before.meta)?,
+            stats: raw(to_json(&self.stats)?, before.stats)?,
+        })
+    }
+
+    /// Runs a call that may change the state and answers its output (a JSON object) with the `changes` key
+    /// added. (Joined as text: serde's `flatten` would cost the wasm build a second serialiser per output type.)
+    fn changing<T: Serialize>(&mut self, f: impl FnOnce(&mut Core) -> Result<T>) -> Result<String> {
+        let before = self.before()?;
+        let out = to_json(&f(self)?)?;
+        let changes = self.changes(before)?;
+        with_changes(out, &changes)
+    }
 }
 
 /// Every registered surface's registry entry, verbatim, as a JSON array.
@@ -146,7 +400,8 @@ pub fn match_patterns() -> Result<String> {
     to_json(&Registry::builtin().match_patterns())
 }
 
-/// What `storage.local` held, each key as stored (absent on a fresh install, perhaps written by an older version).
+/// What the worker's IndexedDB records held, each key as stored (absent on a fresh install, perhaps written by an
+/// older version).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LoadInput<'a> {
@@ -154,8 +409,6 @@ struct LoadInput<'a> {
     settings: Option<&'a RawValue>,
     #[serde(borrow, default)]
     skipped: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    stats: Option<&'a RawValue>,
     #[serde(borrow, default)]
     patterns: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -166,7 +419,6 @@ struct LoadInput<'a> {
 struct Loaded {
     settings: Settings,
     skipped: SkipList,
-    stats: Stats,
     patterns: Vec<String>,
     active_patterns: Vec<String>,
 }
@@ -177,14 +429,13 @@ fn stored<'a, T: Deserialize<'a> + Default>(raw: Option<&'a RawValue>) -> T {
         .unwrap_or_default()
 }
 
-/// `{settings, skipped, stats, patterns, active_patterns}` as read from storage →
+/// `{settings, skipped, patterns, active_patterns}` as read from storage →
 /// the same keys with defaults for anything missing or unusable.
 pub fn load_state(input: &str) -> Result<String> {
     let i: LoadInput = parse(input)?;
     to_json(&Loaded {
         settings: stored::<Settings>(i.settings).sanitised(),
         skipped: stored(i.skipped),
-        stats: stored(i.stats),
         patterns: stored(i.patterns),
         active_patterns: stored(i.active_patterns),
     })
@@ -292,69 +543,70 @@ pub fn page_state(input: &str) -> Result<String> {
 
 #[derive(Debug, Serialize)]
 struct ProbeOutput {
-    stats: Stats,
-    /// `stats` changed: persist it.
+    /// The stats changed (see `changes`).
     changed: bool,
     /// `adapter_stale` when the surface's pages have failed its adapter for long enough to show (yellow or red).
     reason: Option<&'static str>,
 }
 
-/// `{url, tab_url, claimed_url, now_ms, settings, stats, probe: {text_present, roots, users, assistants, rank,
-/// shown?, sent?}, title?, fast}` → `{stats, changed, reason}`. Only a page that names a conversation of
-/// a surface the user captures counts; a read that finds conversation text but no turns (or one role only) starts
-/// the surface's stale period, a read with turns ends it. `shown`/`sent` are recorded for the conversation (the
-/// popup's list of incomplete captures).
-pub fn probe(input: &str) -> Result<String> {
-    let mut i: Call = parse(input)?;
-    let (url, now_ms, probe) = (
-        need(i.url.take(), "url")?,
-        need(i.now_ms, "now_ms")?,
-        need(i.probe, "probe")?,
-    );
-    let registry = Registry::builtin();
-    let day = crate::time::day(millis(now_ms));
-    let page = policy::vouched_url(
-        registry,
-        &day,
-        &url,
-        i.tab_url.as_deref(),
-        i.claimed_url.as_deref(),
-    );
-    let matched = page
-        .and_then(|url| registry.match_url(url, &day))
-        .filter(|m| {
-            policy::capture_state(&i.settings, Some(m.surface), None, &SkipList::default())
-                != CaptureState::Off
-        })
-        .and_then(|m| Some((m.surface.id.clone(), m.conversation_id?)));
-    let surface = matched.as_ref().map(|(s, _)| s.clone());
-    let mut changed = surface
-        .as_deref()
-        .is_some_and(|s| i.stats.on_probe(s, &probe, now_ms));
-    let counts = probe
-        .shown
-        .zip(probe.sent)
-        .map(|(shown, sent)| super::progress::PageCounts { shown, sent });
-    if let (Some((s, conversation)), Some(counts), Some(url)) = (
-        &matched,
-        counts,
-        page.and_then(|p| registry.page_url(matched.as_ref().map_or("", |m| &m.0), p)),
-    ) {
-        let title = i.title.as_deref().unwrap_or("");
-        changed |= i
-            .stats
-            .on_progress(s, conversation, &url, title, counts, now_ms);
+impl Core {
+    /// `{url, tab_url, claimed_url, now_ms, settings, probe: {text_present, roots, users, assistants, rank,
+    /// shown?, sent?}, title?, fast}` → `{changed, reason, changes}`. Only a page that names a conversation of
+    /// a surface the user captures counts; a read that finds conversation text but no turns (or one role only) starts
+    /// the surface's stale period, a read with turns ends it. `shown`/`sent` are recorded for the conversation (the
+    /// popup's list of incomplete captures).
+    pub fn probe(&mut self, input: &str) -> Result<String> {
+        let mut i: Call = parse(input)?;
+        self.changing(|core| core.probe_stats(&mut i))
     }
-    let reason = surface
-        .as_deref()
-        .and_then(|s| i.stats.get(s))
-        .and_then(|st| health::stale_light(st.stale_since_ms, now_ms, i.fast))
-        .map(|_| health::ADAPTER_STALE);
-    to_json(&ProbeOutput {
-        stats: i.stats,
-        changed,
-        reason,
-    })
+
+    fn probe_stats(&mut self, i: &mut Call) -> Result<ProbeOutput> {
+        let (url, now_ms, probe) = (
+            need(i.url.take(), "url")?,
+            need(i.now_ms, "now_ms")?,
+            need(i.probe, "probe")?,
+        );
+        let registry = Registry::builtin();
+        let day = crate::time::day(millis(now_ms));
+        let page = policy::vouched_url(
+            registry,
+            &day,
+            &url,
+            i.tab_url.as_deref(),
+            i.claimed_url.as_deref(),
+        );
+        let matched = page
+            .and_then(|url| registry.match_url(url, &day))
+            .filter(|m| {
+                policy::capture_state(&i.settings, Some(m.surface), None, &SkipList::default())
+                    != CaptureState::Off
+            })
+            .and_then(|m| Some((m.surface.id.clone(), m.conversation_id?)));
+        let surface = matched.as_ref().map(|(s, _)| s.clone());
+        let mut changed = surface
+            .as_deref()
+            .is_some_and(|s| self.stats.on_probe(s, &probe, now_ms));
+        let counts = probe
+            .shown
+            .zip(probe.sent)
+            .map(|(shown, sent)| super::progress::PageCounts { shown, sent });
+        if let (Some((s, conversation)), Some(counts), Some(url)) = (
+            &matched,
+            counts,
+            page.and_then(|p| registry.page_url(matched.as_ref().map_or("", |m| &m.0), p)),
+        ) {
+            let title = i.title.as_deref().unwrap_or("");
+            changed |= self
+                .stats
+                .on_progress(s, conversation, &url, title, counts, now_ms);
+        }
+        let reason = surface
+            .as_deref()
+            .and_then(|s| self.stats.get(s))
+            .and_then(|st| health::stale_light(st.stale_since_ms, now_ms, i.fast))
+            .map(|_| health::ADAPTER_STALE);
+        Ok(ProbeOutput { changed, reason })
+    }
 }
 
 /// One report as the worker hands it back to [`reports_sent`].
@@ -376,60 +628,64 @@ struct ReportsOutput {
     sent: Vec<SentReport>,
 }
 
-/// `{now_ms, stats, fast}` → `{body, sent}`: what the relay should be told about surfaces whose adapter went stale
-/// (or reads pages again) since it was last told (see [`health::pending_reports`]).
-pub fn capture_reports(input: &str) -> Result<String> {
-    let i: Call = parse(input)?;
-    let now_ms = need(i.now_ms, "now_ms")?;
-    let pending = health::pending_reports(&i.stats, now_ms, i.fast);
-    if pending.is_empty() {
-        return to_json(&ReportsOutput {
-            body: None,
-            sent: Vec::new(),
-        });
-    }
-    let reports = pending
-        .iter()
-        .map(|p| crate::health::CaptureReport {
-            surface: p.surface.clone(),
-            stale_since: p.stale_since_ms.map(|ms| crate::time::rfc3339(millis(ms))),
-            rule: p.rule.clone(),
-            paths: p.paths.as_ref().map(|(_, r)| r.clone()),
-        })
-        .collect();
-    let body = to_json(&crate::health::CaptureReports { reports })?;
-    to_json(&ReportsOutput {
-        body: Some(body),
-        sent: pending
-            .into_iter()
-            .map(|p| SentReport {
-                surface: p.surface,
-                stale_since_ms: p.stale_since_ms,
-                paths: p.paths.map(|(m, _)| m),
+impl Core {
+    /// `{now_ms, fast}` → `{body, sent}`: what the relay should be told about surfaces whose adapter went stale
+    /// (or reads pages again) since it was last told (see [`health::pending_reports`]).
+    pub fn capture_reports(&self, input: &str) -> Result<String> {
+        let i: Call = parse(input)?;
+        let now_ms = need(i.now_ms, "now_ms")?;
+        let pending = health::pending_reports(&self.stats, now_ms, i.fast);
+        if pending.is_empty() {
+            return to_json(&ReportsOutput {
+                body: None,
+                sent: Vec::new(),
+            });
+        }
+        let reports = pending
+            .iter()
+            .map(|p| crate::health::CaptureReport {
+                surface: p.surface.clone(),
+                stale_since: p.stale_since_ms.map(|ms| crate::time::rfc3339(millis(ms))),
+                rule: p.rule.clone(),
+                paths: p.paths.as_ref().map(|(_, r)| r.clone()),
             })
-            .collect(),
-    })
+            .collect();
+        let body = to_json(&crate::health::CaptureReports { reports })?;
+        to_json(&ReportsOutput {
+            body: Some(body),
+            sent: pending
+                .into_iter()
+                .map(|p| SentReport {
+                    surface: p.surface,
+                    stale_since_ms: p.stale_since_ms,
+                    paths: p.paths.map(|(m, _)| m),
+                })
+                .collect(),
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
 struct StatsChanged {
-    stats: Stats,
-    /// `stats` changed: persist it.
+    /// The stats changed (see `changes`).
     changed: bool,
 }
 
-/// `{stats, sent}` → `{stats, changed}`: the relay accepted the reports of [`capture_reports`].
-pub fn reports_sent(input: &str) -> Result<String> {
-    let mut i: Call = parse(input)?;
-    let sent = need(i.sent.take(), "sent")?;
-    let mut changed = false;
-    for r in &sent {
-        changed |= i.stats.mark_reported(&r.surface, r.stale_since_ms, r.paths);
+impl Core {
+    /// `{sent}` → `{changed, changes}`: the relay accepted the reports of [`Core::capture_reports`].
+    pub fn reports_sent(&mut self, input: &str) -> Result<String> {
+        let mut i: Call = parse(input)?;
+        let sent = need(i.sent.take(), "sent")?;
+        self.changing(|core| {
+            let mut changed = false;
+            for r in &sent {
+                changed |= core
+                    .stats
+                    .mark_reported(&r.surface, r.stale_since_ms, r.paths);
+            }
+            Ok(StatsChanged { changed })
+        })
     }
-    to_json(&StatsChanged {
-        stats: i.stats,
-        changed,
-    })
 }
 
 #[derive(Debug, Serialize)]
@@ -467,41 +723,43 @@ pub fn toggle_skip(input: &str) -> Result<String> {
 
 #[derive(Debug, Serialize)]
 struct ForgottenOutput {
-    queue: QueueState,
     skipped: SkipList,
     /// Queued or held items of the thread that were dropped.
     dropped: usize,
     changed: bool,
 }
 
-/// The relay forgot a thread at the user's request: `{thread_id, queue, skipped}` → `{queue, skipped, dropped,
-/// changed}`. Nothing of the thread still waiting here is sent, and the conversation is skipped from now on (the
-/// badge resumes it), so what the page still shows is not captured again.
-pub fn forgotten(input: &str) -> Result<String> {
-    let mut i: Call = parse(input)?;
-    let thread_id = need(i.thread_id.take(), "thread_id")?;
-    let hyphenated = thread_id.len() == 36
-        && thread_id.bytes().enumerate().all(|(n, b)| {
-            if matches!(n, 8 | 13 | 18 | 23) {
-                b == b'-'
-            } else {
-                b.is_ascii_digit() || (b'a'..=b'f').contains(&b)
-            }
-        });
-    if !hyphenated {
-        return Err(ApiCallError::Refused(format!(
-            "thread_id {} is not a thread id",
-            crate::wire::quote_safely(&thread_id, 60)
-        )));
+impl Core {
+    /// The relay forgot a thread at the user's request: `{thread_id, skipped}` → `{skipped, dropped, changed,
+    /// changes}`. Nothing of the thread still waiting here is sent, and the conversation is skipped from now on (the
+    /// badge resumes it), so what the page still shows is not captured again.
+    pub fn forgotten(&mut self, input: &str) -> Result<String> {
+        let mut i: Call = parse(input)?;
+        let thread_id = need(i.thread_id.take(), "thread_id")?;
+        let hyphenated = thread_id.len() == 36
+            && thread_id.bytes().enumerate().all(|(n, b)| {
+                if matches!(n, 8 | 13 | 18 | 23) {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit() || (b'a'..=b'f').contains(&b)
+                }
+            });
+        if !hyphenated {
+            return Err(ApiCallError::Refused(format!(
+                "thread_id {} is not a thread id",
+                crate::wire::quote_safely(&thread_id, 60)
+            )));
+        }
+        self.changing(|core| {
+            let dropped = core.queue.drop_thread(&thread_id);
+            let skipped = i.skipped.skip(&thread_id);
+            Ok(ForgottenOutput {
+                skipped: i.skipped,
+                dropped,
+                changed: dropped > 0 || skipped,
+            })
+        })
     }
-    let dropped = i.queue.drop_thread(&thread_id);
-    let skipped = i.skipped.skip(&thread_id);
-    to_json(&ForgottenOutput {
-        queue: i.queue,
-        skipped: i.skipped,
-        dropped,
-        changed: dropped > 0 || skipped,
-    })
 }
 
 /// `["regex", ...]` → `[{index, pattern, message}]` of the invalid ones.
@@ -568,7 +826,8 @@ const LEGACY_KEYS: [&str; 10] = [
     "testFastFlush",
 ];
 
-/// The worker's state as it is kept in the extension origin's IndexedDB (one record per key).
+/// The worker's state as an older version kept it: one record per key, the whole queue and the whole dedupe set
+/// among them (which [`Core::load`] takes as `legacy_queue` and `legacy_seen`).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct WorkerState {
@@ -576,7 +835,7 @@ struct WorkerState {
     #[serde(skip_serializing_if = "Option::is_none")]
     device_id: Option<String>,
     queue: QueueState,
-    seen: SeenSet,
+    seen: SeenWire,
     skipped: SkipList,
     stats: Stats,
     patterns: Vec<String>,
@@ -671,29 +930,24 @@ struct CaptureInput<'a> {
     settings: Settings,
     #[serde(default)]
     skipped: SkipList,
-    #[serde(default)]
-    stats: Stats,
     /// The user's valid redaction patterns.
     #[serde(default)]
     patterns: Vec<String>,
     device_id: String,
     app_version: String,
     #[serde(default)]
-    queue: QueueState,
-    #[serde(default)]
-    seen: SeenSet,
-    #[serde(default)]
     fast: bool,
     /// Set for a body the page itself received (then `turns` is `[]`).
-    #[serde(default, borrow)]
-    network: Option<NetworkInput<'a>>,
+    #[serde(default)]
+    network: Option<NetworkInput>,
 }
 
 /// A body the page-world script teed, as the worker passes it on: what the page world said about the request
-/// (checked here, never trusted), the bridge's note and the network module's answer for the body.
+/// (checked here, never trusted), the bridge's note and the network module's error for the body (its answer, when
+/// it parsed, is `capture`'s own argument).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct NetworkInput<'a> {
+struct NetworkInput {
     surface: String,
     kind: String,
     /// The request's URL.
@@ -702,10 +956,6 @@ struct NetworkInput<'a> {
     /// The bridge's note: `too_large`, `aborted`.
     #[serde(default)]
     error: Option<String>,
-    /// `parseNetwork`'s answer when it parsed: `{conversation_id, turns}`; absent in the first call, which only
-    /// checks the endpoint, and when it did not parse.
-    #[serde(default, borrow)]
-    parsed: Option<&'a RawValue>,
     /// `parseNetwork`'s error code when it did not parse (`stream_unparsed`, `stream_incomplete`, …).
     #[serde(default)]
     parse_error: Option<String>,
@@ -763,10 +1013,7 @@ struct CaptureOutput {
     /// the turns under (see [`policy::vouched_url`]); the script reads again shortly.
     stale: bool,
     state: CaptureState,
-    queue: QueueState,
-    seen: SeenSet,
-    stats: Stats,
-    /// `queue`, `seen` and `stats` changed: persist them before answering.
+    /// The queue, the dedupe set or the stats changed (see `changes`): persist them before answering.
     changed: bool,
     surface: Option<String>,
     thread_id: Option<String>,
@@ -786,34 +1033,32 @@ struct CaptureOutput {
     network: Option<NetworkVerdict>,
 }
 
-/// A content script's snapshot: `{url, tab_url, claimed_url, title, turns: [{role, text, message_key,
-/// ordinal_raw}], now_ms, settings, skipped, stats, patterns, device_id, app_version, queue, seen, fast}` →
-/// `{invalid, stale, state, queue, seen, stats,
-/// changed, surface, thread_id, queued, already_seen, dropped_empty, dropped_invalid, overflowed, near_full,
-/// queue_length}`. Checks the turns, then the capture policy; while capturing it normalises, redacts, hashes,
-/// dedupes and queues them and counts them in the stats.
-pub fn capture(input: &str) -> Result<String> {
-    to_json(&capture_inner(parse(input)?))
-}
-
-fn capture_inner(input: CaptureInput) -> CaptureOutput {
-    if input.network.is_some() {
-        return capture_network(input);
+impl Core {
+    /// A content script's snapshot: `{url, tab_url, claimed_url, title, turns: [{role, text, message_key,
+    /// ordinal_raw}], now_ms, settings, skipped, patterns, device_id, app_version, fast}` →
+    /// `{invalid, stale, state, changed, surface, thread_id, queued, already_seen, dropped_empty, dropped_invalid,
+    /// overflowed, near_full, queue_length, changes}`. Checks the turns, then the capture policy; while capturing it
+    /// normalises, redacts, hashes, dedupes and queues them and counts them in the stats.
+    ///
+    /// A body the page itself received: the same input with `network` set and `turns: []`, and `parsed`, the network
+    /// module's answer for the body (`{conversation_id, turns}`) when it parsed. Called twice by the worker: without
+    /// `parsed` it only says whether to parse the body (`network.parse`: a known endpoint of the page's own
+    /// surface); with it, the turns go through the same capture as a DOM read, as `path: "network"` items, into the
+    /// page's conversation only.
+    pub fn capture(&mut self, input: &str, parsed: Option<&str>) -> Result<String> {
+        let mut input: CaptureInput = parse(input)?;
+        self.changing(|core| {
+            Ok(match input.network.take() {
+                None => capture_from(core, input, Source::Dom).0,
+                Some(net) => {
+                    let (mut out, verdict) =
+                        capture_from(core, input, Source::Network(&net, parsed));
+                    out.network = Some(verdict);
+                    out
+                }
+            })
+        })
     }
-    capture_from(input, Source::Dom).0
-}
-
-/// A body the page itself received: `capture`'s input with `network` set and `turns: []`. Called twice by the
-/// worker: without `network.parsed` it only says whether to parse the body (`network.parse`: a known endpoint
-/// of the page's own surface); with it, the turns go through the same capture as a DOM read, as `path:
-/// "network"` items, into the page's conversation only.
-fn capture_network(mut input: CaptureInput) -> CaptureOutput {
-    let Some(net) = input.network.take() else {
-        return capture_from(input, Source::Dom).0;
-    };
-    let (mut out, verdict) = capture_from(input, Source::Network(&net));
-    out.network = Some(verdict);
-    out
 }
 
 /// Where the turns of a capture call come from.
@@ -821,8 +1066,8 @@ fn capture_network(mut input: CaptureInput) -> CaptureOutput {
 enum Source<'a> {
     /// The content script's snapshot (`CaptureInput::turns`).
     Dom,
-    /// A body the page itself received, already parsed by the network module.
-    Network(&'a NetworkInput<'a>),
+    /// A body the page itself received, with the network module's answer when it parsed.
+    Network(&'a NetworkInput, Option<&'a str>),
 }
 
 /// One turn about to be normalised, redacted and queued.
@@ -838,7 +1083,11 @@ struct Candidate {
     network: bool,
 }
 
-fn capture_from(input: CaptureInput, source: Source<'_>) -> (CaptureOutput, NetworkVerdict) {
+fn capture_from(
+    core: &mut Core,
+    input: CaptureInput,
+    source: Source<'_>,
+) -> (CaptureOutput, NetworkVerdict) {
     let mut verdict = NetworkVerdict::default();
     let cfg = config(input.fast);
     let registry = Registry::builtin();
@@ -846,10 +1095,7 @@ fn capture_from(input: CaptureInput, source: Source<'_>) -> (CaptureOutput, Netw
         invalid: None,
         stale: false,
         state: CaptureState::Off,
-        queue_length: input.queue.len(),
-        queue: input.queue,
-        seen: input.seen,
-        stats: input.stats,
+        queue_length: core.queue.len(),
         changed: false,
         surface: None,
         thread_id: None,
@@ -869,7 +1115,7 @@ fn capture_from(input: CaptureInput, source: Source<'_>) -> (CaptureOutput, Netw
                 return (out, verdict);
             }
         },
-        Source::Network(_) => Vec::new(),
+        Source::Network(..) => Vec::new(),
     };
     let day = crate::time::day(millis(input.now_ms));
     let Some(url) = policy::vouched_url(
@@ -935,14 +1181,14 @@ fn capture_from(input: CaptureInput, source: Source<'_>) -> (CaptureOutput, Netw
             }
             c
         }
-        Source::Network(net) => {
-            match network_candidates(net, url, &surface, &conversation_id, &mut verdict) {
+        Source::Network(net, parsed) => {
+            match network_candidates(net, parsed, url, &surface, &conversation_id, &mut verdict) {
                 Some(c) => c,
                 None => {
                     if let Some(code) = verdict.unparsed.as_deref()
                         && code != "stream_incomplete"
                     {
-                        out.changed |= out.stats.on_unparsed(&surface, code, input.now_ms);
+                        out.changed |= core.stats.on_unparsed(&surface, code, input.now_ms);
                     }
                     return (out, verdict);
                 }
@@ -950,9 +1196,11 @@ fn capture_from(input: CaptureInput, source: Source<'_>) -> (CaptureOutput, Netw
         }
     };
     if !candidates.is_empty() {
-        out.changed |=
-            out.stats
-                .on_path(&surface, matches!(source, Source::Network(_)), input.now_ms);
+        out.changed |= core.stats.on_path(
+            &surface,
+            matches!(source, Source::Network(..)),
+            input.now_ms,
+        );
     }
     let red = redactor(&input.patterns);
     let url = registry.page_url(&m.surface.id, url);
@@ -1017,7 +1265,7 @@ fn capture_from(input: CaptureInput, source: Source<'_>) -> (CaptureOutput, Netw
             continue;
         }
         let key = SeenSet::key(&thread_id, message_key.as_deref(), &obs.turn.content_hash);
-        if out.seen.contains(&key) || in_snapshot.contains(&key) {
+        if core.seen.contains(&key) || in_snapshot.contains(&key) {
             out.already_seen += 1;
             continue;
         }
@@ -1025,17 +1273,18 @@ fn capture_from(input: CaptureInput, source: Source<'_>) -> (CaptureOutput, Netw
         fresh.push(obs);
         keys.push(key);
     }
-    let enq = out.queue.enqueue(fresh, &cfg);
+    let enq = core.queue.enqueue(fresh, &cfg);
     for (key, ok) in keys.into_iter().zip(&enq.accepted) {
         if *ok {
-            out.seen.insert(key);
+            core.seen.insert(key);
             out.queued += 1;
         }
     }
     out.overflowed = enq.overflowed;
     out.near_full = enq.near_full;
-    out.queue_length = out.queue.len();
-    out.changed |= out.stats.on_capture(&surface, out.queued, out.overflowed);
+    out.queue_length = core.queue.len();
+    out.changed |= out.queued > 0;
+    out.changed |= core.stats.on_capture(&surface, out.queued, out.overflowed);
     verdict.accepted = true;
     (out, verdict)
 }
@@ -1045,7 +1294,8 @@ fn capture_from(input: CaptureInput, source: Source<'_>) -> (CaptureOutput, Netw
 /// conversation must be the page's: the one the body names, or — when it names none — one the request's URL
 /// names. Without `parsed` it only sets `verdict.parse`.
 fn network_candidates(
-    net: &NetworkInput<'_>,
+    net: &NetworkInput,
+    parsed: Option<&str>,
     page_url: &str,
     surface: &str,
     conversation_id: &str,
@@ -1083,14 +1333,14 @@ fn network_candidates(
         });
         return None;
     }
-    let Some(parsed) = net.parsed else {
+    let Some(parsed) = parsed else {
         verdict.parse = net.error.as_deref() != Some("too_large");
         if net.error.as_deref() == Some("too_large") {
             verdict.unparsed = Some("stream_too_large".to_owned());
         }
         return None;
     };
-    let Ok(body) = serde_json::from_str::<ParsedBody>(parsed.get()) else {
+    let Ok(body) = serde_json::from_str::<ParsedBody>(parsed) else {
         return refuse(verdict, "invalid_parse");
     };
     verdict.turns = body.turns.len();
@@ -1132,49 +1382,52 @@ fn network_candidates(
     )
 }
 
-/// `{queue, now_ms, fast}` → `{action: send, ids, body} | {action: wait, ms} | {action: idle} | {action: sign_in_required}`.
-pub fn next_batch(input: &str) -> Result<String> {
-    let i: Call = parse(input)?;
-    let now_ms = need(i.now_ms, "now_ms")?;
-    let next: Next = i.queue.next_batch(now_ms, &config(i.fast));
-    to_json(&next)
+impl Core {
+    /// `{now_ms, fast}` → `{action: send, ids, body} | {action: wait, ms} | {action: idle} | {action: sign_in_required}`.
+    pub fn next_batch(&self, input: &str) -> Result<String> {
+        let i: Call = parse(input)?;
+        let now_ms = need(i.now_ms, "now_ms")?;
+        let next: Next = self.queue.next_batch(now_ms, &config(i.fast));
+        to_json(&next)
+    }
 }
 
 #[derive(Debug, Serialize)]
 struct OutcomeOutput {
-    queue: QueueState,
-    stats: Stats,
     applied: Applied,
     queue_length: usize,
 }
 
-/// `{queue, stats, ids, status, body, retry_after, error, now_ms, fast}` (status 0: the request did not
-/// complete) → `{queue, stats, applied: {wipe_token, acknowledged, rejected, retry_in_ms}, queue_length}`.
-pub fn on_outcome(input: &str) -> Result<String> {
-    let mut i: Call = parse(input)?;
-    let now_ms = need(i.now_ms, "now_ms")?;
-    let status = need(i.status, "status")?;
-    let ids = need(i.ids.take(), "ids")?;
-    let outcome = if status == 0 {
-        Outcome::Network {
-            message: std::mem::take(&mut i.error),
-        }
-    } else {
-        Outcome::Http {
-            status,
-            body: std::mem::take(&mut i.body),
-            retry_after_s: i.retry_after.as_deref().and_then(|h| h.trim().parse().ok()),
-        }
-    };
-    let applied = i.queue.on_outcome(&ids, &outcome, now_ms, &config(i.fast));
-    i.stats.on_outcome(&applied, now_ms);
-    let queue_length = i.queue.len();
-    to_json(&OutcomeOutput {
-        queue: i.queue,
-        stats: i.stats,
-        applied,
-        queue_length,
-    })
+impl Core {
+    /// `{ids, status, body, retry_after, error, now_ms, fast}` (status 0: the request did not complete) →
+    /// `{applied: {wipe_token, acknowledged, rejected, retry_in_ms}, queue_length, changes}`.
+    pub fn on_outcome(&mut self, input: &str) -> Result<String> {
+        let mut i: Call = parse(input)?;
+        let now_ms = need(i.now_ms, "now_ms")?;
+        let status = need(i.status, "status")?;
+        let ids = need(i.ids.take(), "ids")?;
+        let outcome = if status == 0 {
+            Outcome::Network {
+                message: std::mem::take(&mut i.error),
+            }
+        } else {
+            Outcome::Http {
+                status,
+                body: std::mem::take(&mut i.body),
+                retry_after_s: i.retry_after.as_deref().and_then(|h| h.trim().parse().ok()),
+            }
+        };
+        self.changing(|core| {
+            let applied = core
+                .queue
+                .on_outcome(&ids, &outcome, now_ms, &config(i.fast));
+            core.stats.on_outcome(&applied, now_ms);
+            Ok(OutcomeOutput {
+                applied,
+                queue_length: core.queue.len(),
+            })
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -1259,23 +1512,25 @@ pub fn pair_response(input: &str) -> Result<String> {
 
 #[derive(Debug, Serialize)]
 struct Paired {
-    queue: QueueState,
     settings: Settings,
 }
 
-/// `{queue, settings, relay}` → `{queue, settings}` after a successful pairing with `relay`: sending is allowed
-/// again, right away, and the settings name that relay.
-pub fn on_paired(input: &str) -> Result<String> {
-    let mut i: Call = parse(input)?;
-    let relay_in = need(i.relay.take(), "relay")?;
-    let relay = settings::parse_relay_url(&relay_in)
-        .ok_or_else(|| ApiCallError::Refused(format!("`{}` is not a relay URL", relay_in)))?
-        .base;
-    i.queue.on_paired();
-    to_json(&Paired {
-        queue: i.queue,
-        settings: i.settings.paired_with(&relay),
-    })
+impl Core {
+    /// `{settings, relay}` → `{settings, changes}` after a successful pairing with `relay`: sending is allowed
+    /// again, right away, and the settings name that relay.
+    pub fn on_paired(&mut self, input: &str) -> Result<String> {
+        let mut i: Call = parse(input)?;
+        let relay_in = need(i.relay.take(), "relay")?;
+        let relay = settings::parse_relay_url(&relay_in)
+            .ok_or_else(|| ApiCallError::Refused(format!("`{}` is not a relay URL", relay_in)))?
+            .base;
+        self.changing(|core| {
+            core.queue.on_paired();
+            Ok(Paired {
+                settings: i.settings.paired_with(&relay),
+            })
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -1303,11 +1558,13 @@ fn summary(q: &QueueState, fast: bool) -> QueueSummary {
     }
 }
 
-/// `{queue, fast}` → `{queue_length, held, held_reasons: [{code, message, count, oldest_ms}], held_dropped, sent,
-/// near_full, sign_in_required, last_error}`.
-pub fn queue_summary(input: &str) -> Result<String> {
-    let i: Call = parse(input)?;
-    to_json(&summary(&i.queue, i.fast))
+impl Core {
+    /// `{fast}` → `{queue_length, held, held_reasons: [{code, message, count, oldest_ms}], held_dropped, sent,
+    /// near_full, sign_in_required, last_error}`.
+    pub fn queue_summary(&self, input: &str) -> Result<String> {
+        let i: Call = parse(input)?;
+        to_json(&summary(&self.queue, i.fast))
+    }
 }
 
 /// What the popup shows (camelCase: popup.js reads it as it is).
@@ -1334,93 +1591,98 @@ struct PopupState {
     incomplete: Vec<super::progress::IncompleteRow>,
 }
 
-/// `{now_ms, settings, stats, queue, fast, patterns, paired, relay_health}` → the popup's state: settings, pairing
-/// (`signInRequired` after a 401, or once paired and the token is gone), the queue's counts, the pattern errors,
-/// and one row per surface with its traffic light (see [`health::surface_rows`]).
-pub fn popup_state(input: &str) -> Result<String> {
-    let i: Call = parse(input)?;
-    let (now_ms, paired) = (need(i.now_ms, "now_ms")?, need(i.paired, "paired")?);
-    let patterns = i.patterns.unwrap_or_default();
-    let relay = i
-        .relay_health
-        .as_deref()
-        .and_then(health::parse_relay_health);
-    let q = summary(&i.queue, i.fast);
-    to_json(&PopupState {
-        paired,
-        sign_in_required: q.sign_in_required || (!paired && i.settings.ever_paired),
-        queue_length: q.queue_length,
-        held: q.held,
-        held_reasons: q.held_reasons,
-        held_dropped: q.held_dropped,
-        held_days: config(i.fast).held_ttl_ms / (24 * 3_600_000),
-        sent: q.sent,
-        near_full: q.near_full,
-        last_error: q.last_error,
-        relay_reachable: relay.is_some(),
-        pattern_errors: Redactor::new(&patterns).1,
-        incomplete: super::progress::incomplete(Registry::builtin(), &i.stats, &i.queue),
-        surfaces: health::surface_rows(
-            Registry::builtin(),
-            &i.settings,
-            &i.stats,
-            relay.as_ref(),
-            now_ms,
-            i.fast,
-        ),
-        patterns,
-        settings: i.settings,
-    })
+impl Core {
+    /// `{now_ms, settings, fast, patterns, paired, relay_health}` → the popup's state: settings, pairing
+    /// (`signInRequired` after a 401, or once paired and the token is gone), the queue's counts, the pattern errors,
+    /// and one row per surface with its traffic light (see [`health::surface_rows`]).
+    pub fn popup_state(&self, input: &str) -> Result<String> {
+        let i: Call = parse(input)?;
+        let (now_ms, paired) = (need(i.now_ms, "now_ms")?, need(i.paired, "paired")?);
+        let patterns = i.patterns.unwrap_or_default();
+        let relay = i
+            .relay_health
+            .as_deref()
+            .and_then(health::parse_relay_health);
+        let q = summary(&self.queue, i.fast);
+        to_json(&PopupState {
+            paired,
+            sign_in_required: q.sign_in_required || (!paired && i.settings.ever_paired),
+            queue_length: q.queue_length,
+            held: q.held,
+            held_reasons: q.held_reasons,
+            held_dropped: q.held_dropped,
+            held_days: config(i.fast).held_ttl_ms / (24 * 3_600_000),
+            sent: q.sent,
+            near_full: q.near_full,
+            last_error: q.last_error,
+            relay_reachable: relay.is_some(),
+            pattern_errors: Redactor::new(&patterns).1,
+            incomplete: super::progress::incomplete(Registry::builtin(), &self.stats, &self.queue),
+            surfaces: health::surface_rows(
+                Registry::builtin(),
+                &i.settings,
+                &self.stats,
+                relay.as_ref(),
+                now_ms,
+                i.fast,
+            ),
+            patterns,
+            settings: i.settings,
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
 struct MaintainOutput {
-    queue: QueueState,
     /// Held items sent back to the queue for their one retry.
     requeued: usize,
     expired: usize,
-    /// `queue` changed: persist it.
+    /// The queue changed (see `changes`).
     changed: bool,
 }
 
-/// Upkeep of the held items: `{queue, now_ms, app_version, relay, relay_health, fast}` →
-/// `{queue, requeued, expired, changed}`. Drops held items past their time and gives those held under another
-/// extension version or another relay (base, version or limits) their one retry; see
-/// [`QueueState::maintain`].
-pub fn maintain(input: &str) -> Result<String> {
-    let mut i: Call = parse(input)?;
-    let now_ms = need(i.now_ms, "now_ms")?;
-    let app_version = need(i.app_version.take(), "app_version")?;
-    let relay = i
-        .relay
-        .as_deref()
-        .zip(i.relay_health.as_deref())
-        .and_then(|(base, body)| super::queue::relay_fingerprint(base, body));
-    let m = i
-        .queue
-        .maintain(now_ms, &app_version, relay.as_deref(), &config(i.fast));
-    to_json(&MaintainOutput {
-        queue: i.queue,
-        requeued: m.requeued,
-        expired: m.expired,
-        changed: m.changed,
-    })
+impl Core {
+    /// Upkeep of the held items: `{now_ms, app_version, relay, relay_health, fast}` →
+    /// `{requeued, expired, changed, changes}`. Drops held items past their time and gives those held under another
+    /// extension version or another relay (base, version or limits) their one retry; see
+    /// [`QueueState::maintain`].
+    pub fn maintain(&mut self, input: &str) -> Result<String> {
+        let mut i: Call = parse(input)?;
+        let now_ms = need(i.now_ms, "now_ms")?;
+        let app_version = need(i.app_version.take(), "app_version")?;
+        let relay = i
+            .relay
+            .as_deref()
+            .zip(i.relay_health.as_deref())
+            .and_then(|(base, body)| super::queue::relay_fingerprint(base, body));
+        self.changing(|core| {
+            let m = core
+                .queue
+                .maintain(now_ms, &app_version, relay.as_deref(), &config(i.fast));
+            Ok(MaintainOutput {
+                requeued: m.requeued,
+                expired: m.expired,
+                changed: m.changed,
+            })
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
 struct ClearHeldOutput {
-    queue: QueueState,
     cleared: usize,
 }
 
-/// The popup's "Clear held" button: `{queue}` → `{queue, cleared}` with every held item dropped.
-pub fn clear_held(input: &str) -> Result<String> {
-    let mut i: Call = parse(input)?;
-    let cleared = i.queue.clear_held();
-    to_json(&ClearHeldOutput {
-        queue: i.queue,
-        cleared,
-    })
+impl Core {
+    /// The popup's "Clear held" button: `{}` → `{cleared, changes}` with every held item dropped.
+    pub fn clear_held(&mut self, input: &str) -> Result<String> {
+        let _: Call = parse(input)?;
+        self.changing(|core| {
+            Ok(ClearHeldOutput {
+                cleared: core.queue.clear_held(),
+            })
+        })
+    }
 }
 
 /// `{settings, session, intent, patch, now_ms}` → `{settings, processed, changed, applied, remove, error,
@@ -1466,6 +1728,69 @@ mod tests {
         serde_json::from_str(&f(&v.to_string()).unwrap()).unwrap()
     }
 
+    /// A [`Core`] call in one JSON object, the state in and out beside the call's own keys: the core is loaded from
+    /// the input's `queue`, `seen` and `stats` (as an older version's whole-state records, which also checks that
+    /// loading them keeps everything), and the output carries the state after the call under the same keys.
+    fn stateful(input: &str, f: impl FnOnce(&mut Core, &str) -> Result<String>) -> Result<String> {
+        let mut v: Value = serde_json::from_str(input)?;
+        let mut take = |k: &str| {
+            v.as_object_mut()
+                .and_then(|o| o.remove(k))
+                .unwrap_or(json!({}))
+        };
+        let (queue, seen, stats) = (take("queue"), take("seen"), take("stats"));
+        let mut core = Core::load(
+            &json!({"legacy_queue": queue, "legacy_seen": seen, "stats": stats}).to_string(),
+        )?;
+        let mut out: Value = serde_json::from_str(&f(&mut core, &v.to_string())?)?;
+        if let Some(o) = out.as_object_mut() {
+            o.insert("queue".into(), serde_json::to_value(&core.queue)?);
+            o.insert(
+                "seen".into(),
+                json!({"capacity": 20_000, "keys": core.seen.keys().collect::<Vec<_>>()}),
+            );
+            o.insert("stats".into(), serde_json::to_value(&core.stats)?);
+        }
+        Ok(out.to_string())
+    }
+
+    fn capture(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.capture(i, None))
+    }
+    fn next_batch(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.next_batch(i))
+    }
+    fn on_outcome(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.on_outcome(i))
+    }
+    fn on_paired(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.on_paired(i))
+    }
+    fn queue_summary(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.queue_summary(i))
+    }
+    fn popup_state(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.popup_state(i))
+    }
+    fn maintain(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.maintain(i))
+    }
+    fn clear_held(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.clear_held(i))
+    }
+    fn forgotten(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.forgotten(i))
+    }
+    fn probe(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.probe(i))
+    }
+    fn capture_reports(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.capture_reports(i))
+    }
+    fn reports_sent(input: &str) -> Result<String> {
+        stateful(input, |c, i| c.reports_sent(i))
+    }
+
     fn chatgpt_on() -> Value {
         json!({"enabled": {"browser-ext:chatgpt": true}})
     }
@@ -1497,6 +1822,7 @@ mod tests {
         input["url"] = json!(url);
         input["network"] = json!({"surface": surface, "kind": if method == "GET" { "conversation" } else { "stream" },
             "endpoint": endpoint, "method": method});
+        let mut ok = None;
         if let Some(b) = body {
             let kind = if method == "GET" {
                 "conversation"
@@ -1507,12 +1833,13 @@ mod tests {
                 serde_json::from_str(&crate::network::parse_network_json(surface, kind, b))
                     .unwrap();
             if parsed["ok"].is_object() {
-                input["network"]["parsed"] = parsed["ok"].clone();
+                ok = Some(parsed["ok"].to_string());
             } else {
                 input["network"]["parse_error"] = parsed["error"]["code"].clone();
             }
         }
-        call(capture, input)
+        let out = stateful(&input.to_string(), |c, i| c.capture(i, ok.as_deref())).unwrap();
+        serde_json::from_str(&out).unwrap()
     }
 
     const NET: &str = "../shared/tests/fixtures/network";
@@ -1742,7 +2069,7 @@ mod tests {
         let on = json!({"enabled": {"browser-ext:grok": true}});
         let probe = |stats: &Value, now: u64, p: Value, settings: &Value, url: &str| {
             call(
-                super::probe,
+                probe,
                 json!({"url": url, "now_ms": now, "settings": settings, "stats": stats, "probe": p}),
             )
         };
@@ -2216,14 +2543,260 @@ mod tests {
         let odd = call(
             load_state,
             json!({"settings": {"relayUrl": "http://127.0.0.1:9/x", "rev": 4},
-            "skipped": "nope", "stats": [], "patterns": ["a"], "active_patterns": null}),
+            "skipped": "nope", "patterns": ["a"], "active_patterns": null}),
         );
         assert_eq!(odd["settings"]["relayUrl"], "http://127.0.0.1:9/x");
         assert_eq!(odd["settings"]["rev"], 4);
         assert_eq!(odd["skipped"], json!([]));
-        assert_eq!(odd["stats"], json!({}));
         assert_eq!(odd["patterns"], json!(["a"]));
         assert_eq!(odd["active_patterns"], json!([]));
+    }
+
+    /// The worker's IndexedDB records as a model: what each call's `changes` says, applied as the worker applies
+    /// it (deletions first, then writes), and read back as the worker hands it to [`Core::load`] at start.
+    #[derive(Default)]
+    struct Records {
+        items: std::collections::BTreeMap<u64, Value>,
+        seen: std::collections::BTreeMap<String, u64>,
+        held: Option<Value>,
+        meta: Option<Value>,
+        stats: Option<Value>,
+    }
+
+    impl Records {
+        fn apply(&mut self, out: &str) -> Value {
+            let out: Value = serde_json::from_str(out).unwrap();
+            let c = &out["changes"];
+            for k in c["seen_delete"].as_array().unwrap() {
+                self.seen.remove(k.as_str().unwrap());
+            }
+            for id in c["items_delete"].as_array().unwrap() {
+                self.items.remove(&id.as_u64().unwrap());
+            }
+            for r in c["seen_put"].as_array().unwrap() {
+                self.seen
+                    .insert(r[0].as_str().unwrap().to_owned(), r[1].as_u64().unwrap());
+            }
+            for item in c["items_put"].as_array().unwrap() {
+                self.items
+                    .insert(item["id"].as_u64().unwrap(), item.clone());
+            }
+            for (field, slot) in [
+                ("held", &mut self.held),
+                ("queue_meta", &mut self.meta),
+                ("stats", &mut self.stats),
+            ] {
+                if !c[field].is_null() {
+                    *slot = Some(c[field].clone());
+                }
+            }
+            out
+        }
+
+        fn load(&self) -> Core {
+            let mut items: Vec<&Value> = self.items.values().collect();
+            // IndexedDB hands records back in key order; the core must not depend on it.
+            items.reverse();
+            let input = json!({
+                "queue_meta": self.meta, "items": items, "held": self.held, "stats": self.stats,
+                "seen_keys": self.seen.keys().collect::<Vec<_>>(),
+                "seen_seqs": self.seen.values().collect::<Vec<_>>(),
+            });
+            Core::load(&input.to_string()).unwrap()
+        }
+    }
+
+    fn same_state(a: &Core, b: &Core) {
+        assert_eq!(a.queue, b.queue);
+        assert_eq!(a.seen, b.seen);
+        assert_eq!(a.stats, b.stats);
+    }
+
+    /// A worker killed after any call and loaded again from its records has the state it had: every call's
+    /// `changes` carry everything that call changed (queue items, held items, dedupe keys, stats, counters).
+    #[test]
+    fn the_records_of_every_calls_changes_load_back_as_the_same_state() {
+        let mut core = Core::default();
+        let mut db = Records::default();
+        let capture = |core: &mut Core, db: &mut Records, n: usize, key: &str| {
+            let turns: Vec<Value> = (0..n)
+                .map(|i| json!({"role": "user", "text": format!("turn {key} {i}"), "message_key": format!("{key}{i}")}))
+                .collect();
+            let input = snapshot(json!(turns), json!(null), json!(null));
+            let mut input = input.as_object().unwrap().clone();
+            input.remove("queue");
+            input.remove("seen");
+            db.apply(
+                &core
+                    .capture(&Value::Object(input).to_string(), None)
+                    .unwrap(),
+            )
+        };
+        let out = capture(&mut core, &mut db, 3, "a");
+        assert_eq!(out["queued"], 3);
+        same_state(&db.load(), &core);
+        // The same turns again: nothing queued, nothing to write.
+        let again = capture(&mut core, &mut db, 3, "a");
+        assert_eq!(again["already_seen"], 3);
+        assert_eq!(again["changes"]["items_put"], json!([]));
+        assert_eq!(again["changes"]["seen_put"], json!([]));
+        capture(&mut core, &mut db, 4, "b");
+        same_state(&db.load(), &core);
+        // A batch: two stored, one rejected (held), one left for later; attempts counted.
+        let next: Value =
+            serde_json::from_str(&core.next_batch(r#"{"now_ms": 1}"#).unwrap()).unwrap();
+        let ids: Vec<u64> = next["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_u64().unwrap())
+            .collect();
+        let results: Vec<Value> = ids
+            .iter()
+            .enumerate()
+            .map(|(n, _)| json!({"index": n, "status": if n == 2 { "rejected" } else { "stored" },
+                "error": if n == 2 { json!({"code": "too_big", "message": "m", "hint": "h"}) } else { json!(null) }}))
+            .collect();
+        let body =
+            json!({"stored": ids.len() - 1, "duplicate": 0, "rejected": 1, "results": results})
+                .to_string();
+        let o = db.apply(
+            &core
+                .on_outcome(
+                    &json!({"ids": ids, "status": 200, "body": body, "now_ms": 2}).to_string(),
+                )
+                .unwrap(),
+        );
+        assert_eq!((core.queue.len(), core.queue.held.len()), (0, 1), "{o}");
+        same_state(&db.load(), &core);
+        // The relay is down: the attempt is counted on each item, and the backoff is kept.
+        capture(&mut core, &mut db, 2, "c");
+        let next: Value =
+            serde_json::from_str(&core.next_batch(r#"{"now_ms": 3}"#).unwrap()).unwrap();
+        db.apply(
+            &core
+                .on_outcome(
+                    &json!({"ids": next["ids"], "status": 0, "error": "down", "now_ms": 3})
+                        .to_string(),
+                )
+                .unwrap(),
+        );
+        assert_eq!(core.queue.items[0].attempts, 1);
+        same_state(&db.load(), &core);
+        // A new version gives the held item its one retry (a new id, at the end of the queue).
+        let m = db.apply(
+            &core
+                .maintain(r#"{"now_ms": 4, "app_version": "9.9"}"#)
+                .unwrap(),
+        );
+        assert_eq!(m["requeued"], 1, "{m}");
+        same_state(&db.load(), &core);
+        // Stats of a probe; forgetting a thread; clearing held items; pairing again.
+        let chat = "https://chatgpt.com/c/abc-1";
+        db.apply(
+            &core
+                .probe(
+                    &json!({"url": chat, "now_ms": 5, "settings": chatgpt_on(),
+                    "probe": {"text_present": true, "roots": 0, "users": 0, "assistants": 0}})
+                    .to_string(),
+                )
+                .unwrap(),
+        );
+        same_state(&db.load(), &core);
+        let thread = crate::ids::thread_id("browser-ext:chatgpt", "abc-1")
+            .hyphenated()
+            .to_string();
+        let f = db.apply(
+            &core
+                .forgotten(&json!({"thread_id": thread}).to_string())
+                .unwrap(),
+        );
+        assert!(f["dropped"].as_u64().unwrap() > 0, "{f}");
+        assert_eq!(core.queue.len(), 0);
+        db.apply(&core.clear_held("{}").unwrap());
+        db.apply(
+            &core
+                .on_paired(r#"{"relay": "http://127.0.0.1:1"}"#)
+                .unwrap(),
+        );
+        same_state(&db.load(), &core);
+        assert!(db.items.is_empty());
+    }
+
+    /// A capture with a full dedupe set and a long queue writes what it added, not the state: its cost does not
+    /// grow with the user's history.
+    #[test]
+    fn a_capture_changes_one_item_and_one_key_whatever_the_state() {
+        // Newest first, as no store would hand them over.
+        let keys: Vec<String> = (0..20_000u64).rev().map(|i| format!("{i:020x}")).collect();
+        let seqs: Vec<u64> = (0..20_000u64).rev().collect();
+        let mut core =
+            Core::load(&json!({"seen_keys": keys, "seen_seqs": seqs}).to_string()).unwrap();
+        assert_eq!(core.seen.len(), 20_000);
+        for n in 0..3 {
+            let mut input = snapshot(
+                json!([{"role": "user", "text": format!("t{n}")}]),
+                json!(null),
+                json!(null),
+            );
+            input.as_object_mut().unwrap().remove("queue");
+            input.as_object_mut().unwrap().remove("seen");
+            let out: Value =
+                serde_json::from_str(&core.capture(&input.to_string(), None).unwrap()).unwrap();
+            let c = &out["changes"];
+            assert_eq!(out["queued"], 1);
+            assert_eq!(c["items_put"].as_array().unwrap().len(), 1);
+            assert_eq!(c["seen_put"].as_array().unwrap().len(), 1);
+            // The set is full: the oldest key goes.
+            assert_eq!(c["seen_delete"], json!([format!("{n:020x}")]));
+            assert!(c["held"].is_null());
+        }
+        assert_eq!(core.seen.len(), 20_000);
+    }
+
+    /// A damaged record costs that record only; an older version's whole-state records load and are rewritten.
+    #[test]
+    fn loading_skips_damaged_records_and_rewrites_an_older_versions_state() {
+        let mut core = Core::default();
+        let mut input = snapshot(
+            json!([{"role": "user", "text": "hello"}]),
+            json!(null),
+            json!(null),
+        );
+        input.as_object_mut().unwrap().remove("queue");
+        input.as_object_mut().unwrap().remove("seen");
+        core.capture(&input.to_string(), None).unwrap();
+        let item = serde_json::to_value(&core.queue.items[0]).unwrap();
+        let loaded = Core::load(
+            &json!({"items": [item, {"id": "x"}, 3], "seen_keys": ["k", "j"], "seen_seqs": [7, 9], "stats": [],
+                "held": {"no": 1}, "queue_meta": {"next_id": 1}})
+            .to_string(),
+        )
+        .unwrap();
+        assert_eq!(loaded.queue.items.len(), 1);
+        assert_eq!(loaded.seen.keys().collect::<Vec<_>>(), ["k", "j"]);
+        assert_eq!(
+            loaded.queue.next_id,
+            item["id"].as_u64().unwrap(),
+            "new ids stay above stored ones"
+        );
+        let mut old = Core::load(
+            &json!({"legacy_queue": serde_json::to_value(&core.queue).unwrap(),
+                "legacy_seen": {"capacity": 20_000, "keys": core.seen.keys().collect::<Vec<_>>()}})
+            .to_string(),
+        )
+        .unwrap();
+        assert_eq!(old.queue, core.queue);
+        let l: Value = serde_json::from_str(&old.load_changes().unwrap()).unwrap();
+        assert_eq!(l["rewrite"], true);
+        let mut db = Records::default();
+        db.apply(&l.to_string());
+        same_state(&db.load(), &old);
+        assert!(Core::load("3").is_err());
+        assert!(
+            Core::load(r#"{"queue": {}}"#).is_err(),
+            "an unknown key is an error"
+        );
     }
 
     /// Regression (hardening issue, item 10): the worker adopted a `token` found in `storage.local` and bound it

@@ -88,7 +88,7 @@ pub fn vouched_url<'a>(
         .find(|u| key(u).as_ref() == Some(&want))
 }
 
-/// Thread ids the user skipped from the badge, oldest first (`storage.local` `skipped`).
+/// Thread ids the user skipped from the badge, oldest first (the worker's IndexedDB record `skipped`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SkipList(Vec<String>);
@@ -195,7 +195,7 @@ pub fn parse_turns(json: &str) -> Result<Vec<RawTurn>, String> {
     Ok(turns)
 }
 
-/// What this browser did for one surface (`storage.local` `stats[<surface id>]`). Times are ms since the epoch.
+/// What this browser did for one surface (`stats[<surface id>]`, kept by `api::Core`). Times: ms since the epoch.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SurfaceStats {

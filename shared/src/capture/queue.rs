@@ -1,5 +1,5 @@
-//! The delivery queue as a pure state machine. The worker persists [`QueueState`] (it is plain serde) after every
-//! step, asks [`QueueState::next_batch`] what to send, performs the POST itself and feeds the outcome back through
+//! The delivery queue as a pure state machine. The capture core keeps [`QueueState`] while the worker runs (see
+//! `api::Core`, which also tells the worker which items to store or delete after each step), the worker asks [`QueueState::next_batch`] what to send, performs the POST itself and feeds the outcome back through
 //! [`QueueState::on_outcome`]. Invariants (property-tested): an item leaves the queue only when the relay
 //! answered `stored` or `duplicate` for it, or when it was held (rejected) and then expired, was pushed out of the
 //! held list by newer rejections, or was cleared by the user; the queue never holds more than its bound; after a
@@ -109,7 +109,9 @@ pub struct LastError {
     pub at_ms: u64,
 }
 
-/// Everything the queue knows; the worker stores it in `storage.local` after every step.
+/// Everything the queue knows. Items and held items are kept in id order, which is their queue order (an item
+/// that goes back to the queue gets a new id), so the worker can store each item as its own record and load them
+/// back in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct QueueState {
     #[serde(default)]
@@ -243,6 +245,24 @@ impl QueueState {
         self.items.iter().map(|i| i.bytes).sum::<usize>()
     }
 
+    /// Everything but the items and the held items (the worker stores it as one small record).
+    pub fn meta(&self) -> QueueState {
+        QueueState {
+            items: Vec::new(),
+            held: Vec::new(),
+            next_id: self.next_id,
+            sent: self.sent,
+            auth: self.auth,
+            failures: self.failures,
+            next_attempt_ms: self.next_attempt_ms,
+            batch_limit: self.batch_limit,
+            last_error: self.last_error.clone(),
+            app_version: self.app_version.clone(),
+            relay: self.relay.clone(),
+            held_dropped: self.held_dropped,
+        }
+    }
+
     /// Held items grouped by the relay's error code, most frequent first.
     pub fn held_reasons(&self) -> Vec<HeldReason> {
         let mut out: Vec<HeldReason> = Vec::new();
@@ -319,6 +339,9 @@ impl QueueState {
             if !item.retried && (new_version || new_relay) && fits {
                 bytes += item.bytes;
                 item.retried = true;
+                // Back at the end of the queue: a new id keeps id order the queue's order.
+                self.next_id += 1;
+                item.id = self.next_id;
                 item.error = None;
                 item.held_at_ms = None;
                 item.held_version = None;
@@ -972,7 +995,8 @@ mod tests {
         assert_eq!(m.requeued, 2);
         assert!(q.held.is_empty());
         let (ids, _) = send(&q, 7, &cfg);
-        assert_eq!(ids, vec![1, 2]);
+        // Back at the end of the queue, under new ids (id order is queue order).
+        assert_eq!(ids, vec![3, 4]);
         // ...and one accepted, the other rejected again: that one stays held, whatever changes next.
         q.on_outcome(
             &ids,
