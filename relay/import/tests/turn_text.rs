@@ -133,10 +133,20 @@ impl Logical {
 
 /// The stored content of the one item a capture call queued.
 fn queued_content(out: &Value) -> String {
-    let items = out["queue"]["items"].as_array().expect("a queue");
+    let items = out["changes"]["items_put"]
+        .as_array()
+        .expect("queued items");
     assert_eq!(items.len(), 1, "{out}");
     let item: Value = serde_json::from_str(items[0]["json"].as_str().unwrap()).unwrap();
     item["turn"]["content"].as_str().unwrap().to_owned()
+}
+
+/// One capture call on a capture core with empty state, as the worker makes it (the parsed network answer as its
+/// own argument).
+fn capture(input: &Value, parsed: Option<&Value>) -> Value {
+    let mut core = api::Core::load("{}").unwrap();
+    let parsed = parsed.map(Value::to_string);
+    serde_json::from_str(&core.capture(&input.to_string(), parsed.as_deref()).unwrap()).unwrap()
 }
 
 fn capture_input(turns: Value) -> Value {
@@ -157,8 +167,7 @@ fn by_dom(t: &Logical) -> String {
         "role": t.role.as_str(),
         "doc": t.dom_tree().to_string(),
     }]));
-    let out: Value = serde_json::from_str(&api::capture(&input.to_string()).unwrap()).unwrap();
-    queued_content(&out)
+    queued_content(&capture(&input, None))
 }
 
 /// The network path: the parser's answer through the capture core.
@@ -169,10 +178,9 @@ fn by_network(turn: &NetTurn) -> String {
         "kind": "conversation",
         "endpoint": format!("https://chatgpt.com/backend-api/conversation/{CID}"),
         "method": "GET",
-        "parsed": {"conversation_id": CID, "turns": [turn]},
     });
-    let out: Value = serde_json::from_str(&api::capture(&input.to_string()).unwrap()).unwrap();
-    queued_content(&out)
+    let parsed = json!({"conversation_id": CID, "turns": [turn]});
+    queued_content(&capture(&input, Some(&parsed)))
 }
 
 /// The import path: the same turn in an export, through the importers' conversion.
@@ -392,9 +400,9 @@ fn hidden_context_is_marked_by_the_owner() {
     input["network"] = json!({
         "surface": "chatgpt", "kind": "conversation", "method": "GET",
         "endpoint": format!("https://chatgpt.com/backend-api/conversation/{CID}"),
-        "parsed": {"conversation_id": CID, "turns": [net]},
     });
-    let out: Value = serde_json::from_str(&api::capture(&input.to_string()).unwrap()).unwrap();
+    let parsed = json!({"conversation_id": CID, "turns": [net]});
+    let out = capture(&input, Some(&parsed));
     assert_eq!(out["queued"], 0, "{out}");
 }
 
