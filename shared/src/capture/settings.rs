@@ -1,4 +1,4 @@
-//! The user's settings and how a change to them is applied. The worker keeps [`Settings`] in `storage.local`;
+//! The user's settings and how a change to them is applied. The worker keeps [`Settings`] in IndexedDB;
 //! the popup records every change as an intent (`settingsIntent:<id>` → `{patch, at}`) in `storage.session` before
 //! it messages it, and [`apply_intents`] merges recorded intents and the messaged one idempotently: each id is
 //! applied once (ids already applied are listed under `settingsApplied`), a patch sets absolute values, and intents
@@ -23,7 +23,8 @@ const MAX_INTENT_ID: usize = 64;
 /// Longest relay URL accepted.
 const MAX_RELAY_URL: usize = 512;
 
-/// The settings as stored in `storage.local` `settings` (camelCase: the popup reads them as they are).
+/// The settings as the worker stores them (its IndexedDB record `settings`; camelCase: the popup reads them as
+/// they are).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Settings {
