@@ -164,11 +164,7 @@ pub fn capture_health(conn: &Connection, now: OffsetDateTime) -> Result<CaptureH
                 network_ms: t(&network_at),
             };
             let (status, reason) = assess(&facts, ms(now));
-            let unparsed = facts
-                .unparsed()
-                .is_some()
-                .then_some(())
-                .and(last_error.as_ref());
+            let unparsed = last_error.as_ref().filter(|_| facts.unparsed().is_some());
             let paths =
                 personkit_shared::network::Surface::from_id(&surface).map(|_| PathsHealth {
                     working: personkit_shared::health::working_paths(
@@ -200,4 +196,33 @@ pub fn capture_health(conn: &Connection, now: OffsetDateTime) -> Result<CaptureH
         generated_at: fmt_time(now),
         surfaces,
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    /// The relay's stored times reach the shared rule at millisecond precision: an error recorded in the same batch
+    /// (the same instant) as the last accepted turn is red; one a millisecond older is not.
+    #[test]
+    fn times_reach_the_shared_rule_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::db::open(&dir.path().join("c.db")).unwrap();
+        let now = datetime!(2026-11-22 12:00:00 UTC);
+        // Half a second past a whole second: a rule fed whole seconds would see the two errors below as one.
+        let at = now - Duration::minutes(1) + Duration::milliseconds(500);
+        let colour = |error_at: OffsetDateTime| {
+            conn.execute(
+                "INSERT OR REPLACE INTO surface_stats (surface, last_accepted_at, last_error_code, last_error_message,
+                    last_error_at) VALUES ('browser-ext:claude', ?1, 'bad_role', 'm', ?2)",
+                params![fmt_time(at), fmt_time(error_at)],
+            )
+            .unwrap();
+            capture_health(&conn, now).unwrap().surfaces[0].status
+        };
+        assert_eq!(colour(at), Status::Red);
+        assert_eq!(colour(at - Duration::milliseconds(1)), Status::Green);
+    }
 }
