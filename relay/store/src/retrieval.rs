@@ -178,6 +178,9 @@ fn token_tables(conn: &Connection) -> Result<(), DbError> {
     let tokenizer = fts_tokenizer(&sql)
         .unwrap_or("unicode61")
         .replace('\'', "''");
+    // Texts pass through these tables: they stay in memory, never in a temporary file (set before any temporary
+    // table exists: changing it drops them).
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.execute_batch(&format!(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.message_terms USING fts5vocab(main, messages_fts, row);
          CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_tokens USING fts5(x, content='', tokenize='{tokenizer}');
@@ -601,5 +604,7 @@ mod tests {
         // The index rows have no current message behind them, so there is nothing to count.
         assert!(ro.message_term_counts(&[1, 2], &terms).unwrap().is_empty());
         assert_eq!(ro.message_terms("").unwrap(), Vec::<String>::new());
+        let temp_store: i64 = ro.query_row("PRAGMA temp_store", [], |r| r.get(0)).unwrap();
+        assert_eq!(temp_store, 2, "the texts counted stay in memory");
     }
 }
