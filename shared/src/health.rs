@@ -175,7 +175,8 @@ pub fn explain(s: &SurfaceHealth, now_ms: i64) -> String {
             let since = ms(&s.stale_since)
                 .map_or_else(String::new, |t| format!(" since {}", ago(t, now_ms)));
             return format!(
-                "a device reports that this site's conversation pages yield no turns{since} (the site's markup                  changed?): yellow, red after {} min; {accepted_words}",
+                "a device reports that this site's conversation pages yield no turns{since} (has the site's markup \
+                 changed?): at least yellow, red after {} min of it; {accepted_words}",
                 min(STALE_RED_AFTER_MS)
             );
         }
@@ -514,6 +515,7 @@ mod tests {
         let stale = explain(&s, now);
         assert!(stale.contains("yield no turns since 3 min ago"), "{stale}");
         assert!(stale.contains("red after 10 min"), "{stale}");
+        assert!(!stale.contains("  "), "one space between words: {stale}");
     }
 
     #[test]

@@ -178,7 +178,8 @@ pub struct SurfaceSummary {
 /// The roll-up [`surfaces`] reads. The messages since a time are counted by surface in one pass over the recent end
 /// of the capture-time index (`messages_captured`), never by reading each thread whole.
 const SURFACES: &str =
-    "WITH surf AS (SELECT surface FROM threads UNION SELECT surface FROM surface_stats),
+    "WITH surf AS (SELECT surface FROM threads UNION SELECT surface FROM surface_stats
+                   UNION SELECT surface FROM capture_reports),
      recent AS (SELECT t.surface, count(*) AS n FROM messages m INDEXED BY messages_captured
                 JOIN threads t ON t.id = m.thread_id WHERE m.captured_at >= ?1 GROUP BY t.surface)
      SELECT surf.surface,
@@ -454,7 +455,11 @@ mod tests {
             rule: None,
             paths: None,
         };
-        crate::health::record_reports(&mut conn, "ext", &[report], now).unwrap();
+        let unseen = personkit_shared::health::CaptureReport {
+            surface: "browser-ext:grok".into(),
+            ..report.clone()
+        };
+        crate::health::record_reports(&mut conn, "ext", &[report, unseen], now).unwrap();
         let rows = surfaces(&conn, week, now).unwrap();
         let health = capture_health(&conn, now).unwrap();
         let states = surface_states(&conn, now).unwrap();
@@ -471,6 +476,17 @@ mod tests {
             "one sentence for the CLI, dashboard and MCP"
         );
         assert_eq!(rows[0].reason_code, states[0].reason_code);
+        // A surface known only from a device's report is listed too, as capture health lists it.
+        let grok = rows.iter().find(|r| r.surface == "browser-ext:grok");
+        assert_eq!(
+            grok.map(|r| (r.threads, r.status)),
+            Some((0, StatusName::Red)),
+            "{rows:?}"
+        );
+        assert_eq!(
+            grok.and_then(|r| r.reason_code.as_deref()),
+            Some("adapter_stale")
+        );
     }
 
     #[test]
