@@ -19,16 +19,20 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::dedupe::{SeenChanges, SeenSet, SeenWire};
+use super::core::{Records, stored};
+use super::dedupe::SeenWire;
 use super::health::{self, SurfaceRow};
 use super::keyed::Keyed;
-use super::normalize::normalize;
+use super::pipeline::{
+    self, Capture, Captured, Located, NetworkBody, Offered, PageRequest, Parsed, ParsedBody,
+    config, locate, millis,
+};
 use super::policy::{self, CaptureState, SkipList, Stats};
-use super::queue::{Applied, HeldReason, Next, Outcome, QueueConfig, QueueState, QueuedItem};
+use super::queue::{Applied, HeldReason, Next, Outcome, QueueState};
 use super::redact::{PatternError, Redactor};
 use super::registry::{self, Registry};
 use super::settings::{self, Settings};
-use crate::wire::{self, ClientInfo, truncate_bytes};
+use crate::wire::{self, ClientInfo};
 
 /// Bad input to an API function (a bug in the caller or a refused request, never a panic).
 #[derive(Debug, thiserror::Error)]
@@ -45,20 +49,12 @@ fn to_json<T: Serialize>(v: &T) -> Result<String> {
     Ok(serde_json::to_string(v)?)
 }
 
-fn config(fast: bool) -> QueueConfig {
-    if fast {
-        QueueConfig::fast()
-    } else {
-        QueueConfig::normal()
-    }
-}
-
 thread_local! {
     static REDACTOR: RefCell<Option<(Vec<String>, Rc<Redactor>)>> = const { RefCell::new(None) };
 }
 
 /// A redactor for these user patterns, compiled once per distinct list.
-fn redactor(patterns: &[String]) -> Rc<Redactor> {
+pub(super) fn redactor(patterns: &[String]) -> Rc<Redactor> {
     REDACTOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         if let Some((p, r)) = slot.as_ref()
@@ -148,48 +144,7 @@ fn need<T>(v: Option<T>, name: &str) -> Result<T> {
     v.ok_or_else(|| ApiCallError::Refused(format!("bad input JSON: missing field `{name}`")))
 }
 
-fn millis(now_ms: u64) -> i64 {
-    i64::try_from(now_ms).unwrap_or(i64::MAX)
-}
-
-/// The capture core's state while the worker runs: the delivery queue (held items included), the dedupe set of
-/// what this browser already queued, and the local stats. Loaded once ([`Core::load`]); every call that changes it
-/// answers with [`Changes`], which the worker writes to IndexedDB before it answers its caller, so a worker that
-/// is killed at any moment and loaded again has lost nothing it acknowledged.
-#[derive(Debug, Default)]
-pub struct Core {
-    queue: QueueState,
-    seen: SeenSet,
-    stats: Stats,
-    /// What [`Core::load`] found to rewrite (an older version's records), until [`Core::load_changes`] takes it.
-    loaded: Option<Changes>,
-}
-
-/// The records a call changed, for the worker to delete or store (each item, each dedupe key, and the small
-/// records); deletions go first. Applying every call's changes in order to the stored records and loading them gives the same state.
-#[derive(Debug, Default, Serialize)]
-pub struct Changes {
-    /// Dedupe keys to store, each with its sequence number (the load order), and keys to delete.
-    seen_put: Vec<(String, u64)>,
-    seen_delete: Vec<String>,
-    /// Queue items to store (new or changed), by id, and ids to delete.
-    items_put: Vec<QueuedItem>,
-    items_delete: Vec<u64>,
-    /// The held items, when they changed (bounded: one record).
-    held: Option<Vec<QueuedItem>>,
-    /// The queue without its items (see [`QueueState::meta`]), when it changed (one small record).
-    queue_meta: Option<Box<RawValue>>,
-    stats: Option<Box<RawValue>>,
-}
-
-/// What a call is about to change, remembered cheaply (ids and counters, no contents; the small records as
-/// their JSON text) to find its [`Changes`].
-struct Before {
-    items: Vec<(u64, u32)>,
-    held: Vec<(u64, Option<u64>)>,
-    meta: String,
-    stats: String,
-}
+pub use super::core::{Changes, Core};
 
 /// `{...out, "changes": changes}` from `out`, a serialised object.
 fn with_changes(mut out: String, changes: &Changes) -> Result<String> {
@@ -205,93 +160,35 @@ fn with_changes(mut out: String, changes: &Changes) -> Result<String> {
     Ok(out)
 }
 
-fn held_marks(q: &QueueState) -> Vec<(u64, Option<u64>)> {
-    q.held.iter().map(|h| (h.id, h.held_at_ms)).collect()
-}
-
 impl Core {
     /// `{queue_meta, items, held, seen_keys, seen_seqs, stats, legacy_queue, legacy_seen}` as the worker read them
-    /// → the core: the queue without items (see [`QueueState::meta`]), its items, the held items, the dedupe keys
-    /// with their sequence numbers in any order, the stats; or, from an older version, the whole queue and the whole
-    /// dedupe set as one record each (then [`Core::load_changes`] rewrites them as records). A record that does not
-    /// parse is left out: a damaged record never stops the worker. Linear in the number of records (the dedupe
-    /// keys are sorted once by sequence number).
+    /// → the core (see [`Core::from_records`]): the dedupe keys and their sequence numbers come as two lists of the
+    /// same length; `legacy_queue` and `legacy_seen` are an older version's whole-state records.
     pub fn load(input: &str) -> Result<Core> {
         let i: Call = parse(input)?;
-        let mut rewrite = false;
-        let queue = match i.legacy_queue {
-            Some(q) => {
-                rewrite = true;
-                stored::<QueueState>(Some(q))
-            }
-            None => {
-                let mut q = stored::<QueueState>(i.queue_meta);
-                q.items = Vec::with_capacity(i.items.len());
-                for item in i
-                    .items
-                    .iter()
-                    .filter_map(|r| serde_json::from_str::<QueuedItem>(r.get()).ok())
-                {
-                    // Id order is queue order; the records come in it (an insertion costs nothing then).
-                    let at = q.items.partition_point(|other| other.id < item.id);
-                    q.items.insert(at, item);
-                }
-                q.held = stored(i.held);
-                q
-            }
-        };
-        let seen = match i.legacy_seen {
-            Some(w) => {
-                rewrite = true;
-                SeenSet::from_wire(stored::<SeenWire>(Some(w)))
-            }
-            None => SeenSet::from_records(
-                super::dedupe::DEFAULT_SEEN_CAPACITY,
-                i.seen_keys.into_iter().zip(i.seen_seqs).collect(),
-            ),
-        };
-        // New ids must not meet stored ones, whatever a damaged counter says.
-        let mut queue = queue;
-        let newest = queue.items.iter().chain(&queue.held).map(|q| q.id).max();
-        queue.next_id = queue.next_id.max(newest.unwrap_or(0));
-        let mut core = Core {
-            queue,
-            seen,
-            stats: stored(i.stats),
-            loaded: None,
-        };
-        let seen = core.seen.take_changes();
-        core.loaded = Some(if rewrite {
-            Changes {
-                seen_put: core.seen.records(),
-                seen_delete: seen.delete,
-                items_put: core.queue.items.clone(),
-                items_delete: Vec::new(),
-                held: Some(core.queue.held.clone()),
-                queue_meta: Some(RawValue::from_string(to_json(&core.queue.meta())?)?),
-                stats: Some(RawValue::from_string(to_json(&core.stats)?)?),
-            }
-        } else {
-            Changes {
-                seen_delete: seen.delete,
-                ..Changes::default()
-            }
-        });
-        Ok(core)
+        Ok(Core::from_records(Records {
+            queue_meta: i.queue_meta,
+            items: i.items,
+            held: i.held,
+            seen: i.seen_keys.into_iter().zip(i.seen_seqs).collect(),
+            stats: i.stats,
+            legacy_queue: i.legacy_queue,
+            legacy_seen: i.legacy_seen,
+        })?)
     }
 
-    /// `{rewrite, changes}`: what the worker should write after [`Core::load`] — every record, when the state came
-    /// from an older version's whole-state records (`rewrite`; the worker deletes those in the same transaction),
-    /// else only dedupe keys beyond the bound.
+    /// `{rewrite, changes}`: what the worker should write after [`Core::load`] (see [`Core::take_load_changes`]);
+    /// `rewrite` when every record is rewritten (the worker deletes the older version's records in the same
+    /// transaction).
     pub fn load_changes(&mut self) -> Result<String> {
         #[derive(Serialize)]
         struct LoadChanges {
             rewrite: bool,
             changes: Changes,
         }
-        let changes = self.loaded.take().unwrap_or_default();
+        let changes = self.take_load_changes();
         to_json(&LoadChanges {
-            rewrite: changes.queue_meta.is_some(),
+            rewrite: changes.is_rewrite(),
             changes,
         })
     }
@@ -319,61 +216,6 @@ impl Core {
                 crate::wire::quote_safely(method, 40)
             ))),
         }
-    }
-
-    fn before(&self) -> Result<Before> {
-        Ok(Before {
-            items: self
-                .queue
-                .items
-                .iter()
-                .map(|i| (i.id, i.attempts))
-                .collect(),
-            held: held_marks(&self.queue),
-            meta: to_json(&self.queue.meta())?,
-            stats: to_json(&self.stats)?,
-        })
-    }
-
-    /// What changed since `before`. Costs a pass over the queue's ids, never over its contents or the dedupe set.
-    /// Items are in id order before and after (see [`QueueState`]).
-    fn changes(&mut self, before: Before) -> Result<Changes> {
-        let SeenChanges { put, delete } = self.seen.take_changes();
-        let after = &self.queue.items;
-        let items_put = self
-            .queue
-            .items
-            .iter()
-            .filter(|i| {
-                before
-                    .items
-                    .binary_search_by_key(&i.id, |b| b.0)
-                    .map_or(true, |n| before.items[n].1 != i.attempts)
-            })
-            .cloned()
-            .collect();
-        let items_delete = before
-            .items
-            .iter()
-            .filter(|b| after.binary_search_by_key(&b.0, |i| i.id).is_err())
-            .map(|b| b.0)
-            .collect();
-        let raw = |now: String, then: String| -> Result<Option<Box<RawValue>>> {
-            Ok(if now == then {
-                None
-            } else {
-                Some(RawValue::from_string(now)?)
-            })
-        };
-        Ok(Changes {
-            seen_put: put,
-            seen_delete: delete,
-            items_put,
-            items_delete,
-            held: (held_marks(&self.queue) != before.held).then(|| self.queue.held.clone()),
-            queue_meta: raw(to_json(&self.queue.meta())?, before.meta)?,
-            stats: raw(to_json(&self.stats)?, before.stats)?,
-        })
     }
 
     /// Runs a call that may change the state and answers its output (a JSON object) with the `changes` key
@@ -421,12 +263,6 @@ struct Loaded {
     skipped: SkipList,
     patterns: Vec<String>,
     active_patterns: Vec<String>,
-}
-
-/// A stored value, or its default when it is absent or not of its type.
-fn stored<'a, T: Deserialize<'a> + Default>(raw: Option<&'a RawValue>) -> T {
-    raw.and_then(|r| serde_json::from_str(r.get()).ok())
-        .unwrap_or_default()
 }
 
 /// `{settings, skipped, patterns, active_patterns}` as read from storage →
@@ -487,36 +323,45 @@ struct PageState<'a> {
     state: CaptureState,
 }
 
+impl PageInput {
+    fn request(&self) -> PageRequest<'_> {
+        PageRequest {
+            url: &self.url,
+            tab_url: self.tab_url.as_deref(),
+            claimed_url: self.claimed_url.as_deref(),
+            now_ms: self.now_ms,
+        }
+    }
+}
+
 fn page<'r>(
     registry: &'r Registry,
     i: &PageInput,
 ) -> (Option<&'r registry::Surface>, PageState<'r>) {
-    let day = crate::time::day(millis(i.now_ms));
-    let Some(url) = policy::vouched_url(
-        registry,
-        &day,
-        &i.url,
-        i.tab_url.as_deref(),
-        i.claimed_url.as_deref(),
-    ) else {
-        return (
-            None,
-            PageState {
-                stale: true,
-                surface: None,
-                render: None,
-                conversation_id: None,
-                thread_id: None,
-                state: CaptureState::Off,
-            },
-        );
+    let (surface, conversation_id) = match locate(registry, &i.request()) {
+        Located::Stale => {
+            return (
+                None,
+                PageState {
+                    stale: true,
+                    surface: None,
+                    render: None,
+                    conversation_id: None,
+                    thread_id: None,
+                    state: CaptureState::Off,
+                },
+            );
+        }
+        Located::Elsewhere => (None, None),
+        Located::Page {
+            surface,
+            conversation_id,
+            ..
+        } => (Some(surface), conversation_id),
     };
-    let m = registry.match_url(url, &day);
-    let surface = m.as_ref().map(|m| m.surface);
-    let conversation_id = m.and_then(|m| m.conversation_id);
     let thread_id = surface
         .zip(conversation_id.as_deref())
-        .map(|(s, c)| crate::ids::thread_id(&s.id, c).hyphenated().to_string());
+        .map(|(s, c)| pipeline::thread_id(&s.id, c));
     let state = policy::capture_state(&i.settings, surface, thread_id.as_deref(), &i.skipped);
     let raw = surface.and_then(|s| serde_json::from_str::<&RawValue>(&s.raw).ok());
     let render = raw.and_then(|_| serde_json::from_str::<&RawValue>(registry.render_rules()).ok());
@@ -567,41 +412,40 @@ impl Core {
             need(i.probe, "probe")?,
         );
         let registry = Registry::builtin();
-        let day = crate::time::day(millis(now_ms));
-        let page = policy::vouched_url(
-            registry,
-            &day,
-            &url,
-            i.tab_url.as_deref(),
-            i.claimed_url.as_deref(),
-        );
-        let matched = page
-            .and_then(|url| registry.match_url(url, &day))
-            .filter(|m| {
-                policy::capture_state(&i.settings, Some(m.surface), None, &SkipList::default())
-                    != CaptureState::Off
-            })
-            .and_then(|m| Some((m.surface.id.clone(), m.conversation_id?)));
-        let surface = matched.as_ref().map(|(s, _)| s.clone());
-        let mut changed = surface
-            .as_deref()
-            .is_some_and(|s| self.stats.on_probe(s, &probe, now_ms));
+        let request = PageRequest {
+            url: &url,
+            tab_url: i.tab_url.as_deref(),
+            claimed_url: i.claimed_url.as_deref(),
+            now_ms,
+        };
+        // Only a conversation's page of a surface the user captures counts.
+        let matched = match locate(registry, &request) {
+            Located::Page {
+                url,
+                surface,
+                conversation_id: Some(conversation),
+            } if policy::capture_state(&i.settings, Some(surface), None, &SkipList::default())
+                != CaptureState::Off =>
+            {
+                Some((url, surface.id.as_str(), conversation))
+            }
+            _ => None,
+        };
+        let surface = matched.as_ref().map(|m| m.1);
+        let mut changed = surface.is_some_and(|s| self.stats.on_probe(s, &probe, now_ms));
         let counts = probe
             .shown
             .zip(probe.sent)
             .map(|(shown, sent)| super::progress::PageCounts { shown, sent });
-        if let (Some((s, conversation)), Some(counts), Some(url)) = (
-            &matched,
-            counts,
-            page.and_then(|p| registry.page_url(matched.as_ref().map_or("", |m| &m.0), p)),
-        ) {
+        if let (Some((page, s, conversation)), Some(counts)) = (&matched, counts)
+            && let Some(url) = registry.page_url(s, page)
+        {
             let title = i.title.as_deref().unwrap_or("");
             changed |= self
                 .stats
                 .on_progress(s, conversation, &url, title, counts, now_ms);
         }
         let reason = surface
-            .as_deref()
             .and_then(|s| self.stats.get(s))
             .and_then(|st| health::stale_light(st.stale_since_ms, now_ms, i.fast))
             .map(|_| health::ADAPTER_STALE);
@@ -913,7 +757,7 @@ pub use policy::RawTurn;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CaptureInput<'a> {
-    /// The sending frame's URL as the browser reports it; `tab_url` and `claimed_url` as in [`PageInput`].
+    /// The sending frame's URL as the browser reports it; `tab_url` and `claimed_url` as in [`PageRequest`].
     url: String,
     #[serde(default)]
     tab_url: Option<String>,
@@ -939,106 +783,15 @@ struct CaptureInput<'a> {
     fast: bool,
     /// Set for a body the page itself received (then `turns` is `[]`).
     #[serde(default)]
-    network: Option<NetworkInput>,
-}
-
-/// A body the page-world script teed, as the worker passes it on: what the page world said about the request
-/// (checked here, never trusted), the bridge's note and the network module's error for the body (its answer, when
-/// it parsed, is `capture`'s own argument).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NetworkInput {
-    surface: String,
-    kind: String,
-    /// The request's URL.
-    endpoint: String,
-    method: String,
-    /// The bridge's note: `too_large`, `aborted`.
-    #[serde(default)]
-    error: Option<String>,
-    /// `parseNetwork`'s error code when it did not parse (`stream_unparsed`, `stream_incomplete`, …).
-    #[serde(default)]
-    parse_error: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ParsedBody {
-    conversation_id: Option<String>,
-    turns: Vec<ParsedTurn>,
-}
-
-/// The part of a `network::NetTurn` a capture uses.
-#[derive(Debug, Deserialize)]
-struct ParsedTurn {
-    message_key: String,
-    #[serde(default)]
-    parent_key: Option<String>,
-    role: wire::Role,
-    text: String,
-    #[serde(default)]
-    reasoning: Option<String>,
-    #[serde(default)]
-    created_at_ms: Option<i64>,
-    #[serde(default)]
-    position: Option<u32>,
-    #[serde(default)]
-    on_current_branch: Option<bool>,
-    #[serde(default)]
-    hidden: bool,
-}
-
-/// What became of a network body.
-#[derive(Debug, Default, Serialize)]
-struct NetworkVerdict {
-    /// The endpoint is a known one of the page's surface and, after parsing, its turns went through capture.
-    accepted: bool,
-    /// The page's URL names no conversation yet: offer the body again once it does.
-    waiting: bool,
-    /// Why the body was refused: `other_surface`, `unknown_endpoint`, `foreign_conversation`,
-    /// `no_conversation_named`, `invalid_parse`.
-    refused: Option<String>,
-    /// The parser's error code (`stream_unparsed`, `stream_too_large`, `stream_incomplete`).
-    unparsed: Option<String>,
-    /// Turns in the body.
-    turns: usize,
-    /// Whether the worker should parse the body (the first call's answer).
-    parse: bool,
-}
-
-#[derive(Debug, Serialize)]
-struct CaptureOutput {
-    /// Why the message was refused (the worker answers `invalid_message`); nothing else is set then.
-    invalid: Option<String>,
-    /// Nothing was queued: the browser's record of the sender does not show the conversation the script read
-    /// the turns under (see [`policy::vouched_url`]); the script reads again shortly.
-    stale: bool,
-    state: CaptureState,
-    /// The queue, the dedupe set or the stats changed (see `changes`): persist them before answering.
-    changed: bool,
-    surface: Option<String>,
-    thread_id: Option<String>,
-    /// Turns newly queued.
-    queued: usize,
-    /// Turns already sent from this browser.
-    already_seen: usize,
-    /// Turns with no text left after normalisation, or invalid for the wire format.
-    dropped_empty: usize,
-    dropped_invalid: usize,
-    /// Turns refused because the queue is full (they stay unseen, so a later read queues them).
-    overflowed: usize,
-    near_full: bool,
-    queue_length: usize,
-    /// Set for a network body.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    network: Option<NetworkVerdict>,
+    network: Option<NetworkBody>,
 }
 
 impl Core {
     /// A content script's snapshot: `{url, tab_url, claimed_url, title, turns: [{role, text, message_key,
     /// ordinal_raw}], now_ms, settings, skipped, patterns, device_id, app_version, fast}` →
     /// `{invalid, stale, state, changed, surface, thread_id, queued, already_seen, dropped_empty, dropped_invalid,
-    /// overflowed, near_full, queue_length, changes}`. Checks the turns, then the capture policy; while capturing it
-    /// normalises, redacts, hashes, dedupes and queues them and counts them in the stats.
+    /// overflowed, near_full, queue_length, changes}`. Checks the turns, then runs the capture pipeline
+    /// ([`pipeline::capture`]).
     ///
     /// A body the page itself received: the same input with `network` set and `turns: []`, and `parsed`, the network
     /// module's answer for the body (`{conversation_id, turns}`) when it parsed. Called twice by the worker: without
@@ -1046,340 +799,48 @@ impl Core {
     /// surface); with it, the turns go through the same capture as a DOM read, as `path: "network"` items, into the
     /// page's conversation only.
     pub fn capture(&mut self, input: &str, parsed: Option<&str>) -> Result<String> {
-        let mut input: CaptureInput = parse(input)?;
-        self.changing(|core| {
-            Ok(match input.network.take() {
-                None => capture_from(core, input, Source::Dom).0,
-                Some(net) => {
-                    let (mut out, verdict) =
-                        capture_from(core, input, Source::Network(&net, parsed));
-                    out.network = Some(verdict);
-                    out
+        let input: CaptureInput = parse(input)?;
+        let offered = match &input.network {
+            None => match policy::parse_turns(input.turns.get()) {
+                Ok(turns) => Offered::Dom(turns),
+                Err(e) => {
+                    return self.changing(|core| {
+                        Ok(Captured {
+                            invalid: Some(e),
+                            queue_length: core.queue.len(),
+                            ..Captured::default()
+                        })
+                    });
                 }
-            })
-        })
-    }
-}
-
-/// Where the turns of a capture call come from.
-#[derive(Clone, Copy)]
-enum Source<'a> {
-    /// The content script's snapshot (`CaptureInput::turns`).
-    Dom,
-    /// A body the page itself received, with the network module's answer when it parsed.
-    Network(&'a NetworkInput, Option<&'a str>),
-}
-
-/// One turn about to be normalised, redacted and queued.
-struct Candidate {
-    role: wire::Role,
-    /// Rendered text (before normalisation and redaction).
-    text: String,
-    message_key: Option<String>,
-    ordinal: Option<u32>,
-    site_ordinal: bool,
-    parent_key: Option<String>,
-    occurred_at: Option<String>,
-    network: bool,
-}
-
-fn capture_from(
-    core: &mut Core,
-    input: CaptureInput,
-    source: Source<'_>,
-) -> (CaptureOutput, NetworkVerdict) {
-    let mut verdict = NetworkVerdict::default();
-    let cfg = config(input.fast);
-    let registry = Registry::builtin();
-    let mut out = CaptureOutput {
-        invalid: None,
-        stale: false,
-        state: CaptureState::Off,
-        queue_length: core.queue.len(),
-        changed: false,
-        surface: None,
-        thread_id: None,
-        queued: 0,
-        already_seen: 0,
-        dropped_empty: 0,
-        dropped_invalid: 0,
-        overflowed: 0,
-        near_full: false,
-        network: None,
-    };
-    let turns = match source {
-        Source::Dom => match policy::parse_turns(input.turns.get()) {
-            Ok(t) => t,
-            Err(e) => {
-                out.invalid = Some(e);
-                return (out, verdict);
-            }
-        },
-        Source::Network(..) => Vec::new(),
-    };
-    let day = crate::time::day(millis(input.now_ms));
-    let Some(url) = policy::vouched_url(
-        registry,
-        &day,
-        &input.url,
-        input.tab_url.as_deref(),
-        input.claimed_url.as_deref(),
-    ) else {
-        out.stale = true;
-        return (out, verdict);
-    };
-    let Some(m) = registry.match_url(url, &day) else {
-        return (out, verdict);
-    };
-    let surface = m.surface.id.clone();
-    out.surface = Some(surface.clone());
-    let Some(conversation_id) = m.conversation_id else {
-        verdict.waiting = true;
-        return (out, verdict);
-    };
-    let thread_id = crate::ids::thread_id(&surface, &conversation_id)
-        .hyphenated()
-        .to_string();
-    out.thread_id = Some(thread_id.clone());
-    out.state = policy::capture_state(
-        &input.settings,
-        Some(m.surface),
-        Some(&thread_id),
-        &input.skipped,
-    );
-    if out.state != CaptureState::Capturing {
-        return (out, verdict);
-    }
-    let candidates: Vec<Candidate> = match source {
-        Source::Dom => {
-            let mut c = Vec::with_capacity(turns.len());
-            for turn in turns {
-                let rendered = match turn.doc.as_deref() {
-                    Some(doc) => match crate::capture::render::render_json(doc) {
-                        Some(text) => text,
-                        None => {
-                            out.dropped_invalid += 1;
-                            continue;
-                        }
-                    },
-                    None => turn.text.clone(),
-                };
-                let ordinal = turn
-                    .ordinal_raw
-                    .as_deref()
-                    .and_then(|raw| registry.ordinal(&surface, raw));
-                c.push(Candidate {
-                    role: turn.role,
-                    text: rendered,
-                    message_key: turn.message_key,
-                    site_ordinal: ordinal.is_some() && registry.ordinal_is_sites(&surface),
-                    ordinal,
-                    parent_key: None,
-                    occurred_at: None,
-                    network: false,
-                });
-            }
-            c
-        }
-        Source::Network(net, parsed) => {
-            match network_candidates(net, parsed, url, &surface, &conversation_id, &mut verdict) {
-                Some(c) => c,
-                None => {
-                    if let Some(code) = verdict.unparsed.as_deref()
-                        && code != "stream_incomplete"
-                    {
-                        out.changed |= core.stats.on_unparsed(&surface, code, input.now_ms);
-                    }
-                    return (out, verdict);
-                }
-            }
-        }
-    };
-    if !candidates.is_empty() {
-        out.changed |= core.stats.on_path(
-            &surface,
-            matches!(source, Source::Network(..)),
-            input.now_ms,
-        );
-    }
-    let red = redactor(&input.patterns);
-    let url = registry.page_url(&m.surface.id, url);
-    let title = input
-        .title
-        .as_deref()
-        .map(|t| truncate_bytes(t, policy::MAX_RAW_TITLE_BYTES))
-        .map(|t| red.redact(&normalize(&t)))
-        .filter(|t| !t.is_empty())
-        .map(|t| truncate_bytes(&t, wire::MAX_FIELD_BYTES));
-    let client = ClientInfo {
-        app_version: input.app_version,
-        device_id: input.device_id,
-    };
-    let captured_at = crate::time::rfc3339(millis(input.now_ms));
-    let mut fresh = Vec::new();
-    let mut keys = Vec::new();
-    let mut in_snapshot: Vec<String> = Vec::new();
-    for turn in candidates {
-        // A network turn is the site's source text: the DOM strip lines (labels the page renders) do not apply.
-        let text = if turn.network {
-            red.redact(&normalize(&turn.text))
-        } else {
-            red.redact(&normalize(
-                &registry.strip_lines(&surface, &normalize(&turn.text)),
-            ))
+            },
+            Some(net) => Offered::Network(
+                net,
+                match parsed.map(serde_json::from_str::<ParsedBody>) {
+                    None => Parsed::NotYet,
+                    Some(Ok(body)) => Parsed::Body(body),
+                    Some(Err(_)) => Parsed::Invalid,
+                },
+            ),
         };
-        if text.trim().is_empty() {
-            out.dropped_empty += 1;
-            continue;
-        }
-        let ordinal = turn.ordinal;
-        let message_key = turn
-            .message_key
-            .filter(|k| !k.is_empty())
-            .map(|k| truncate_bytes(&k, wire::MAX_FIELD_BYTES));
-        let mut obs = wire::build_observation(
-            &surface,
-            &conversation_id,
-            turn.role,
-            &text,
-            ordinal,
-            message_key.as_deref(),
-            &captured_at,
-            client.clone(),
-        );
-        obs.url = url.clone();
-        obs.title = title.clone();
-        if ordinal.is_some() && turn.site_ordinal {
-            obs.turn.ordinal_source = Some(crate::identity::OrdinalSource::Site);
-        }
-        if turn.network {
-            obs.turn.path = Some(crate::identity::Path::Network);
-            obs.turn.parent_key = turn
-                .parent_key
-                .filter(|k| !k.is_empty())
-                .map(|k| truncate_bytes(&k, wire::MAX_FIELD_BYTES));
-            obs.turn.occurred_at = turn.occurred_at;
-        }
-        if wire::validate(&obs).is_err() {
-            out.dropped_invalid += 1;
-            continue;
-        }
-        let key = SeenSet::key(&thread_id, message_key.as_deref(), &obs.turn.content_hash);
-        if core.seen.contains(&key) || in_snapshot.contains(&key) {
-            out.already_seen += 1;
-            continue;
-        }
-        in_snapshot.push(key.clone());
-        fresh.push(obs);
-        keys.push(key);
+        let request = Capture {
+            page: PageRequest {
+                url: &input.url,
+                tab_url: input.tab_url.as_deref(),
+                claimed_url: input.claimed_url.as_deref(),
+                now_ms: input.now_ms,
+            },
+            title: input.title.as_deref(),
+            settings: &input.settings,
+            skipped: &input.skipped,
+            patterns: &input.patterns,
+            client: ClientInfo {
+                app_version: input.app_version.clone(),
+                device_id: input.device_id.clone(),
+            },
+            fast: input.fast,
+        };
+        self.changing(|core| Ok(pipeline::capture(core, &request, offered)))
     }
-    let enq = core.queue.enqueue(fresh, &cfg);
-    for (key, ok) in keys.into_iter().zip(&enq.accepted) {
-        if *ok {
-            core.seen.insert(key);
-            out.queued += 1;
-        }
-    }
-    out.overflowed = enq.overflowed;
-    out.near_full = enq.near_full;
-    out.queue_length = core.queue.len();
-    out.changed |= out.queued > 0;
-    out.changed |= core.stats.on_capture(&surface, out.queued, out.overflowed);
-    verdict.accepted = true;
-    (out, verdict)
-}
-
-/// The turns of a network body for the page's conversation, or `None` with the reason in `verdict`. The request
-/// must be a known endpoint of the page's own surface on the page's own host (`network::endpoints`); the body's
-/// conversation must be the page's: the one the body names, or — when it names none — one the request's URL
-/// names. Without `parsed` it only sets `verdict.parse`.
-fn network_candidates(
-    net: &NetworkInput,
-    parsed: Option<&str>,
-    page_url: &str,
-    surface: &str,
-    conversation_id: &str,
-    verdict: &mut NetworkVerdict,
-) -> Option<Vec<Candidate>> {
-    use crate::network::Surface;
-    use crate::network::endpoints::{self, Transport};
-    let refuse = |verdict: &mut NetworkVerdict, why: &str| {
-        verdict.refused = Some(why.to_owned());
-        None
-    };
-    let Some(s) = Surface::from_id(surface).filter(|s| Surface::from_id(&net.surface) == Some(*s))
-    else {
-        return refuse(verdict, "other_surface");
-    };
-    let host = page_url
-        .strip_prefix("https://")
-        .and_then(|r| r.split(['/', '?', '#']).next())
-        .unwrap_or("");
-    let transport = if net.endpoint.starts_with("wss://") {
-        Transport::WebSocket
-    } else {
-        Transport::Fetch
-    };
-    match endpoints::endpoint(s, transport, &net.method, &net.endpoint, host) {
-        Some(k) if k.as_str() == net.kind => {}
-        _ => return refuse(verdict, "unknown_endpoint"),
-    }
-    if let Some(code) = &net.parse_error {
-        // A stream the page aborted is cut short, not a format the parser no longer understands.
-        verdict.unparsed = Some(if net.error.as_deref() == Some("aborted") {
-            "stream_incomplete".to_owned()
-        } else {
-            crate::network::short(code)
-        });
-        return None;
-    }
-    let Some(parsed) = parsed else {
-        verdict.parse = net.error.as_deref() != Some("too_large");
-        if net.error.as_deref() == Some("too_large") {
-            verdict.unparsed = Some("stream_too_large".to_owned());
-        }
-        return None;
-    };
-    let Ok(body) = serde_json::from_str::<ParsedBody>(parsed) else {
-        return refuse(verdict, "invalid_parse");
-    };
-    verdict.turns = body.turns.len();
-    match body.conversation_id.as_deref() {
-        Some(c) if c == conversation_id => {}
-        Some(_) => return refuse(verdict, "foreign_conversation"),
-        None => {
-            let path = net.endpoint.split('#').next().unwrap_or("");
-            let named = path
-                .split(['/', '?', '&', '='])
-                .any(|seg| seg == conversation_id);
-            if !named {
-                return refuse(verdict, "no_conversation_named");
-            }
-        }
-    }
-    Some(
-        body.turns
-            .into_iter()
-            .filter(|t| !t.hidden && matches!(t.role, wire::Role::User | wire::Role::Assistant))
-            .take(policy::MAX_NETWORK_TURNS)
-            .map(|t| {
-                let mut parts = crate::turn_text::Parts::new(t.role, &t.text);
-                parts.reasoning = t.reasoning.as_deref();
-                let text = crate::turn_text::render(&parts, crate::turn_text::Style::Page);
-                let on_branch = t.on_current_branch == Some(true);
-                Candidate {
-                    role: t.role,
-                    text,
-                    message_key: Some(t.message_key),
-                    ordinal: t.position.filter(|_| on_branch),
-                    site_ordinal: on_branch,
-                    parent_key: t.parent_key,
-                    occurred_at: t.created_at_ms.map(crate::time::rfc3339),
-                    network: true,
-                }
-            })
-            .collect(),
-    )
 }
 
 impl Core {

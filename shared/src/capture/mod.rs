@@ -3,13 +3,16 @@
 //! redaction of secrets, the dedupe set of what this browser already queued, the delivery queue's state machine,
 //! local stats and the popup's traffic lights. It is pure: no DOM, no storage, no network, no clock. The extension's JS reads the
 //! page and the clock, persists the serialisable state this module hands back, and performs the HTTP requests
-//! whose outcome it feeds back in. `extension-wasm` exposes [`api`] to JS as JSON-string one-liners.
+//! whose outcome it feeds back in. `extension-wasm` exposes [`api`] to JS as JSON-string one-liners; [`api`] is only the
+//! JSON edge over the typed state ([`core`]) and the typed capture pipeline ([`pipeline`]).
 
 pub mod api;
+pub mod core;
 pub mod dedupe;
 pub mod health;
 pub mod keyed;
 pub mod normalize;
+pub mod pipeline;
 pub mod policy;
 pub mod progress;
 pub mod queue;

@@ -25,7 +25,7 @@ pub const MAX_RAW_TITLE_BYTES: usize = 2 * wire::MAX_FIELD_BYTES;
 pub const MAX_SKIPPED: usize = 5000;
 
 /// Whether a page's turns are captured, as its badge shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CaptureState {
     Capturing,
@@ -34,6 +34,7 @@ pub enum CaptureState {
     /// The kill switch is on.
     Paused,
     /// Not a registered surface, the surface is not enabled, or it is experimental and the flag is off.
+    #[default]
     Off,
 }
 
