@@ -557,6 +557,7 @@ pub(super) fn config(fast: bool) -> QueueConfig {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::wire::Role;
