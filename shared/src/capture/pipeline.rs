@@ -577,6 +577,21 @@ mod tests {
         }
     }
 
+    fn capture_on<'a>(settings: &'a Settings, skipped: &'a SkipList) -> Capture<'a> {
+        Capture {
+            page: request(PAGE),
+            title: None,
+            settings,
+            skipped,
+            patterns: &[],
+            client: ClientInfo {
+                app_version: "0.1.0".into(),
+                device_id: "dev".into(),
+            },
+            fast: true,
+        }
+    }
+
     fn turn(role: Role, text: &str) -> RawTurn {
         RawTurn {
             role,
@@ -627,16 +642,8 @@ mod tests {
     fn the_stages_run_on_typed_values_and_a_second_read_queues_nothing_new() {
         let (settings, skipped) = (settings(), SkipList::default());
         let c = Capture {
-            page: request(PAGE),
             title: Some("Plans"),
-            settings: &settings,
-            skipped: &skipped,
-            patterns: &[],
-            client: ClientInfo {
-                app_version: "0.1.0".into(),
-                device_id: "dev".into(),
-            },
-            fast: true,
+            ..capture_on(&settings, &skipped)
         };
         let read = || {
             Offered::Dom(vec![
@@ -670,18 +677,7 @@ mod tests {
     #[test]
     fn a_body_is_parsed_only_from_a_known_endpoint_and_only_a_parse_of_its_shape_counts() {
         let (settings, skipped) = (settings(), SkipList::default());
-        let c = Capture {
-            page: request(PAGE),
-            title: None,
-            settings: &settings,
-            skipped: &skipped,
-            patterns: &[],
-            client: ClientInfo {
-                app_version: "0.1.0".into(),
-                device_id: "dev".into(),
-            },
-            fast: true,
-        };
+        let c = capture_on(&settings, &skipped);
         let body = |endpoint: &str| NetworkBody {
             surface: "chatgpt".into(),
             kind: "stream".into(),
