@@ -60,6 +60,10 @@ pub const AUDIO: &str = "[audio]";
 pub const AUDIO_VIDEO: &str = "[audio/video]";
 /// Reasoning the model provider sent only encrypted.
 pub const REASONING_WITHHELD: &str = "[reasoning withheld by the model provider]";
+/// A document attached to a prompt (a transcript keeps only that there was one).
+pub const DOCUMENT: &str = "[document]";
+/// Start of a tool result the tool marked as an error: `[error] body`.
+pub const ERROR: &str = "[error]";
 
 /// What a path keeps of a turn (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,6 +222,16 @@ pub fn file(name: &str) -> String {
     }
 }
 
+/// A tool result the tool marked as an error: `[error] body`.
+pub fn tool_error(body: &str) -> String {
+    format!("{ERROR} {body}")
+}
+
+/// An error the site reported in place of a message: `[error: text]`.
+pub fn site_error(text: &str) -> String {
+    format!("[error: {text}]")
+}
+
 /// Something a parser did not understand.
 pub fn unsupported(what: &str) -> String {
     format!("[unsupported: {what}]")
@@ -340,6 +354,17 @@ mod tests {
     use super::*;
     use crate::identity::match_text;
     use proptest::prelude::*;
+
+    #[test]
+    fn error_notes_are_one_line_markers_that_keep_their_words() {
+        assert_eq!(tool_error("disk full"), "[error] disk full");
+        assert!(tool_error("x").starts_with(ERROR));
+        assert_eq!(site_error("rate limited"), "[error: rate limited]");
+        for line in [tool_error("disk full"), site_error("disk full")] {
+            assert!(!is_placeholder(&line), "{line}");
+            assert!(match_text(&line).contains("disk full"), "{line}");
+        }
+    }
 
     fn call(name: &str, input: &str, output: Option<&str>) -> ToolCall {
         ToolCall {

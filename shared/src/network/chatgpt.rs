@@ -496,9 +496,8 @@ pub(crate) fn message_turn(msg: &Value) -> Option<NetTurn> {
                 .to_owned();
         }
         "system_error" => {
-            t.text = format!(
-                "[error: {}]",
-                str_of(content, "text").unwrap_or("the site reported an error")
+            t.text = crate::turn_text::site_error(
+                str_of(content, "text").unwrap_or("the site reported an error"),
             );
         }
         other => t.unsupported(&format!(

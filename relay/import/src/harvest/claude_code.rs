@@ -169,10 +169,14 @@ fn message(
             "tool_result" | "web_search_tool_result" => {
                 let body = text_of(b.get("content").unwrap_or(&Value::Null));
                 let err = b.get("is_error").and_then(Value::as_bool) == Some(true);
-                results.push(cut(&if err { format!("[error] {body}") } else { body }));
+                results.push(cut(&if err {
+                    personkit_shared::turn_text::tool_error(&body)
+                } else {
+                    body
+                }));
             }
             "image" => texts.push(personkit_shared::turn_text::IMAGE.into()),
-            "document" => texts.push("[document]".into()),
+            "document" => texts.push(personkit_shared::turn_text::DOCUMENT.into()),
             other => {
                 let other = personkit_shared::wire::quote_safely(other, 64);
                 texts.push(personkit_shared::turn_text::unsupported(&format!(
