@@ -13,9 +13,6 @@
 //!
 //! **API boundary:** the JSON shapes of these inputs and outputs are the contract with `extension/src/bg.js`.
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -25,10 +22,10 @@ use super::health::{self, SurfaceRow};
 use super::keyed::Keyed;
 use super::pipeline::{
     self, Capture, Captured, Located, NetworkBody, Offered, PageRequest, Parsed, ParsedBody,
-    config, locate, millis,
+    locate, millis,
 };
 use super::policy::{self, CaptureState, SkipList, Stats};
-use super::queue::{Applied, HeldReason, Next, Outcome, QueueState};
+use super::queue::{Applied, HeldReason, Next, Outcome, QueueConfig, QueueState};
 use super::redact::{PatternError, Redactor};
 use super::registry::{self, Registry};
 use super::settings::{self, Settings};
@@ -47,25 +44,6 @@ type Result<T> = std::result::Result<T, ApiCallError>;
 
 fn to_json<T: Serialize>(v: &T) -> Result<String> {
     Ok(serde_json::to_string(v)?)
-}
-
-thread_local! {
-    static REDACTOR: RefCell<Option<(Vec<String>, Rc<Redactor>)>> = const { RefCell::new(None) };
-}
-
-/// A redactor for these user patterns, compiled once per distinct list.
-pub(super) fn redactor(patterns: &[String]) -> Rc<Redactor> {
-    REDACTOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if let Some((p, r)) = slot.as_ref()
-            && p.as_slice() == patterns
-        {
-            return Rc::clone(r);
-        }
-        let r = Rc::new(Redactor::new(patterns).0);
-        *slot = Some((patterns.to_vec(), Rc::clone(&r)));
-        r
-    })
 }
 
 /// Most redaction patterns the popup may save at once.
@@ -748,7 +726,7 @@ pub fn redact(input: &str) -> Result<String> {
     let i: Call = parse(input)?;
     let text = need(i.text, "text")?;
     let patterns = i.patterns.unwrap_or_default();
-    to_json(&redactor(&patterns).redact(&text))
+    to_json(&Redactor::cached(&patterns).redact(&text))
 }
 
 pub use policy::RawTurn;
@@ -848,7 +826,7 @@ impl Core {
     pub fn next_batch(&self, input: &str) -> Result<String> {
         let i: Call = parse(input)?;
         let now_ms = need(i.now_ms, "now_ms")?;
-        let next: Next = self.queue.next_batch(now_ms, &config(i.fast));
+        let next: Next = self.queue.next_batch(now_ms, &QueueConfig::of(i.fast));
         to_json(&next)
     }
 }
@@ -881,7 +859,7 @@ impl Core {
         self.changing(|core| {
             let applied = core
                 .queue
-                .on_outcome(&ids, &outcome, now_ms, &config(i.fast));
+                .on_outcome(&ids, &outcome, now_ms, &QueueConfig::of(i.fast));
             core.stats.on_outcome(&applied, now_ms);
             Ok(OutcomeOutput {
                 applied,
@@ -1013,7 +991,7 @@ fn summary(q: &QueueState, fast: bool) -> QueueSummary {
         held_reasons: q.held_reasons(),
         held_dropped: q.held_dropped,
         sent: q.sent,
-        near_full: q.near_full(&config(fast)),
+        near_full: q.near_full(&QueueConfig::of(fast)),
         sign_in_required: q.auth == super::queue::Auth::SignInRequired,
         last_error: q.last_error.clone(),
     }
@@ -1072,7 +1050,7 @@ impl Core {
             held: q.held,
             held_reasons: q.held_reasons,
             held_dropped: q.held_dropped,
-            held_days: config(i.fast).held_ttl_ms / (24 * 3_600_000),
+            held_days: QueueConfig::of(i.fast).held_ttl_ms / (24 * 3_600_000),
             sent: q.sent,
             near_full: q.near_full,
             last_error: q.last_error,
@@ -1117,9 +1095,12 @@ impl Core {
             .zip(i.relay_health.as_deref())
             .and_then(|(base, body)| super::queue::relay_fingerprint(base, body));
         self.changing(|core| {
-            let m = core
-                .queue
-                .maintain(now_ms, &app_version, relay.as_deref(), &config(i.fast));
+            let m = core.queue.maintain(
+                now_ms,
+                &app_version,
+                relay.as_deref(),
+                &QueueConfig::of(i.fast),
+            );
             Ok(MaintainOutput {
                 requeued: m.requeued,
                 expired: m.expired,
@@ -1173,7 +1154,7 @@ pub fn apply_intents(input: &str) -> Result<String> {
 
 /// The flush delay (ms) the worker waits after an enqueue.
 pub fn flush_delay_ms(fast: bool) -> u64 {
-    config(fast).flush_delay_ms
+    QueueConfig::of(fast).flush_delay_ms
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use super::dedupe::SeenSet;
 use super::normalize::normalize;
 use super::policy::{self, CaptureState, RawTurn, SkipList};
 use super::queue::QueueConfig;
+use super::redact::Redactor;
 use super::registry::{Registry, Surface};
 use super::settings::Settings;
 use crate::wire::{self, ClientInfo, Observation, truncate_bytes};
@@ -458,7 +459,7 @@ fn prepare(
     out: &mut Captured,
 ) -> Vec<Fresh> {
     let surface = &thread.surface.id;
-    let red = super::api::redactor(c.patterns);
+    let red = Redactor::cached(c.patterns);
     let title = c
         .title
         .map(|t| truncate_bytes(t, policy::MAX_RAW_TITLE_BYTES))
@@ -533,7 +534,7 @@ fn prepare(
 fn admit(core: &mut Core, c: &Capture, surface: &str, fresh: Vec<Fresh>, out: &mut Captured) {
     let (observations, keys): (Vec<Observation>, Vec<String>) =
         fresh.into_iter().map(|f| (f.observation, f.key)).unzip();
-    let enq = core.queue.enqueue(observations, &config(c.fast));
+    let enq = core.queue.enqueue(observations, &QueueConfig::of(c.fast));
     for (key, ok) in keys.into_iter().zip(&enq.accepted) {
         if *ok {
             core.seen.insert(key);
@@ -545,15 +546,6 @@ fn admit(core: &mut Core, c: &Capture, surface: &str, fresh: Vec<Fresh>, out: &m
     out.queue_length = core.queue.len();
     out.changed |= out.queued > 0;
     out.changed |= core.stats.on_capture(surface, out.queued, out.overflowed);
-}
-
-/// The delivery queue's configuration (`fast`: the end-to-end tests' short delays).
-pub(super) fn config(fast: bool) -> QueueConfig {
-    if fast {
-        QueueConfig::fast()
-    } else {
-        QueueConfig::normal()
-    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,15 @@ pub struct QueueConfig {
 }
 
 impl QueueConfig {
+    /// [`QueueConfig::fast`] for the end-to-end tests' short delays, else [`QueueConfig::normal`].
+    pub fn of(fast: bool) -> QueueConfig {
+        if fast {
+            QueueConfig::fast()
+        } else {
+            QueueConfig::normal()
+        }
+    }
+
     pub fn normal() -> QueueConfig {
         QueueConfig {
             max_items: 2000,

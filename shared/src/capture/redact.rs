@@ -10,6 +10,8 @@
 //! A secret is replaced by a marker `[REDACTED:<kind>]`. Markers are never matched again, and rules are applied
 //! until nothing changes, which makes `redact` idempotent (property-tested below).
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 use regex_lite::{Regex, RegexBuilder};
@@ -216,7 +218,27 @@ enum Seg {
     Marker(String),
 }
 
+thread_local! {
+    static CACHED: RefCell<Option<(Vec<String>, Rc<Redactor>)>> = const { RefCell::new(None) };
+}
+
 impl Redactor {
+    /// A redactor for these user patterns, compiled once per distinct list (invalid patterns left out, as in
+    /// [`Redactor::new`]).
+    pub fn cached(patterns: &[String]) -> Rc<Redactor> {
+        CACHED.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if let Some((p, r)) = slot.as_ref()
+                && p.as_slice() == patterns
+            {
+                return Rc::clone(r);
+            }
+            let r = Rc::new(Redactor::new(patterns).0);
+            *slot = Some((patterns.to_vec(), Rc::clone(&r)));
+            r
+        })
+    }
+
     /// Compile the user's patterns; invalid ones are left out and returned as errors.
     pub fn new(user_patterns: &[String]) -> (Redactor, Vec<PatternError>) {
         let mut user = Vec::new();
