@@ -91,8 +91,9 @@ fn every_other_surface_captures_its_fixtures_faithfully() {
 }
 
 /// A redesigned site: a Grok conversation page whose text is on screen but whose markup the adapter no longer
-/// knows. Nothing is captured, and within seconds (the test's fast timings: yellow after 2 s of failing reads) the
-/// popup's Grok light says `adapter_stale`; a readable Grok page shows its completeness on the badge (`4/4`).
+/// knows. Nothing is captured; at once the badge says "0 of ? read" and the popup lists the conversation as
+/// unreadable, and within seconds (the test's fast timings: yellow after 2 s of failing reads) the popup's Grok
+/// light says `adapter_stale`; a readable Grok page shows its completeness on the badge (`4/4`).
 #[test]
 fn a_redesigned_page_turns_the_surface_stale_and_the_badge_counts_turns() {
     let session = Session::start(&["browser-ext:grok"]).unwrap();
@@ -107,7 +108,22 @@ fn a_redesigned_page_turns_the_surface_stale_and_the_badge_counts_turns() {
     let _ = tab.close();
     let case = Session::scenario_case("scenarios/grok_redesigned").unwrap();
     let tab = session.open_case(&case).unwrap();
+    // On the first visit, within seconds and before the stale period: the badge says the page's turns are not read.
+    let opened = std::time::Instant::now();
+    tab.wait_for(
+        "(() => { const b = document.querySelector('#personkit-badge'); return !!b && b.dataset.health === 'unread' && b.shadowRoot.querySelector('button').textContent === 'PK 0 of ? read'; })()",
+        std::time::Duration::from_secs(10),
+    )
+    .expect("the badge says 0 of ? read");
+    assert!(opened.elapsed() < std::time::Duration::from_secs(10));
     session.popup.reload().unwrap();
+    session
+        .popup
+        .wait_for(
+            "[...document.querySelectorAll('#incomplete-list li[data-surface=\"browser-ext:grok\"] .why')].some((e) => e.textContent.includes('0 of ? read'))",
+            std::time::Duration::from_secs(10),
+        )
+        .expect("the popup lists the unreadable conversation");
     session
         .popup
         .wait_for(

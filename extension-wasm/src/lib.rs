@@ -10,6 +10,11 @@ fn js(e: api::ApiCallError) -> JsError {
     JsError::new(&e.to_string())
 }
 
+#[wasm_bindgen(js_name = installRegistry)]
+pub fn install_registry(json: &str) -> Result<(), JsError> {
+    api::install_registry(json).map_err(js)
+}
+
 #[wasm_bindgen(js_name = loadState)]
 pub fn load_state(input: &str) -> Result<String, JsError> {
     api::load_state(input).map_err(js)

@@ -207,6 +207,9 @@ if (chrome.storage.local.setAccessLevel) {
 
 const ready = (async () => {
   await initCore({ module_or_path: chrome.runtime.getURL('wasm/personkit_core_bg.wasm') });
+  // The site rules are data shipped beside the module (scripts/build-extension): installed once, before any call.
+  const registry = await fetch(chrome.runtime.getURL('registry.json'));
+  core.installRegistry(await registry.text());
   const rec = await loadTokenRecord();
   const state = await loadOrMigrateState(rec ? rec.relay : null);
   const stored = state.records;

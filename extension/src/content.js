@@ -35,6 +35,7 @@
   let shownIds = new Map(); // stable id -> text of every complete turn this conversation has shown
   let health = null; // 'adapter_stale' when the core says this surface's pages are no longer read
   let rule = null; // rank of the message_roots rule that matched at the last read
+  let readCount = 0; // turns (roots with a role) the last read found
   let lastProbe = '';
   let lastProbeAt = 0;
   const PROBE_EVERY_MS = 20000;
@@ -57,6 +58,7 @@
   let badgeLabel = null;
   const LABELS = {
     capturing: 'personkit: capturing (click to skip this conversation)',
+    unread: 'personkit: this page shows a conversation, but its turns are not read (the site may have changed; click to skip)',
     skipped: 'personkit: this conversation is skipped (click to resume)',
     paused: 'personkit: paused by the kill switch',
     off: 'personkit: this site is off',
@@ -79,6 +81,7 @@
         :host([data-state="capturing"]) .dot { background: #1a9e3a; }
         :host([data-state="skipped"]) .dot { background: #d4a000; }
         :host([data-state="paused"]) .dot { background: #c62828; }
+        :host([data-state="capturing"][data-health]) .dot { background: #e08a00; }
       `;
       const button = document.createElement('button');
       button.type = 'button';
@@ -93,15 +96,19 @@
     if (badgeHost.getAttribute('data-state') !== state) badgeHost.setAttribute('data-state', state);
     const counts = shownIds.size > 0 ? ` ${capturedCount()}/${shownIds.size}` : '';
     const warn = health === 'adapter_stale' ? ' ! no turns read' : '';
-    const text =
-      state === 'capturing' ? `PK${counts}${warn}` : state === 'skipped' ? 'PK skipped' : state === 'paused' ? 'PK paused' : 'PK off';
+    // This page's read found conversation text but no turn (or one role only): the total is unknown.
+    const unread = state === 'capturing' && health === 'unread';
+    const text = unread
+      ? `PK ${readCount} of ? read`
+      : state === 'capturing' ? `PK${counts}${warn}` : state === 'skipped' ? 'PK skipped' : state === 'paused' ? 'PK paused' : 'PK off';
     badgeHost.setAttribute('data-captured', String(capturedCount()));
     badgeHost.setAttribute('data-shown', String(shownIds.size));
     if (health) badgeHost.setAttribute('data-health', health);
     else badgeHost.removeAttribute('data-health');
     if (rule !== null) badgeHost.setAttribute('data-rule', `message_roots[${rule}]`);
     if (badgeLabel.textContent !== text) badgeLabel.textContent = text;
-    if (badgeHost.title !== LABELS[state]) badgeHost.title = LABELS[state];
+    const title = unread ? LABELS.unread : LABELS[state];
+    if (badgeHost.title !== title) badgeHost.title = title;
   }
 
   async function onBadgeClick(ev) {
@@ -177,6 +184,7 @@
   /** Tells the worker what the last read found (also when it found nothing), at most every 20 s unless it
    * changed; the core decides whether the surface's adapter has gone stale. */
   async function sendProbe(read) {
+    readCount = read.users + read.assistants;
     const probe = {
       text_present: textPresent(),
       roots: read.roots,

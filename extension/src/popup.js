@@ -257,6 +257,9 @@ function renderHeld(s) {
 /** One line per conversation whose capture is incomplete: what the page showed, what the relay has, and why the
  * rest is missing. */
 function incompleteWhy(r) {
+  if (r.unreadable) {
+    return `${r.surfaceName} · ${r.shown} of ? read · the page shows a conversation its rules do not read (the site may have changed)`;
+  }
   const parts = [`${r.surfaceName}`, `${r.captured} of ${r.shown} captured`];
   if (r.waiting) parts.push(`${r.waiting} waiting to be sent`);
   if (r.held) parts.push(`${r.held} refused by the relay (see Delivery)`);

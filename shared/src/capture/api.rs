@@ -206,6 +206,12 @@ impl Core {
     }
 }
 
+/// Installs the registry document the extension ships beside its module (see [`Registry::install`]); the worker
+/// calls it once, before anything else.
+pub fn install_registry(json: &str) -> Result<()> {
+    Registry::install(json).map_err(|e| ApiCallError::Refused(e.to_string()))
+}
+
 /// Every registered surface's registry entry, verbatim, as a JSON array.
 pub fn surfaces() -> Result<String> {
     let entries: Vec<&str> = Registry::builtin()
@@ -368,9 +374,13 @@ pub fn page_state(input: &str) -> Result<String> {
 struct ProbeOutput {
     /// The stats changed (see `changes`).
     changed: bool,
-    /// `adapter_stale` when the surface's pages have failed its adapter for long enough to show (yellow or red).
+    /// `adapter_stale` when the surface's pages have failed its adapter for long enough to show (yellow or red);
+    /// else `unread` when this read found conversation text but no turn (or turns of one role only).
     reason: Option<&'static str>,
 }
+
+/// The probe's reason for a page whose read failed before its surface counts as stale.
+pub const UNREAD: &str = "unread";
 
 impl Core {
     /// `{url, tab_url, claimed_url, now_ms, settings, probe: {text_present, roots, users, assistants, rank,
@@ -414,7 +424,11 @@ impl Core {
         let counts = probe
             .shown
             .zip(probe.sent)
-            .map(|(shown, sent)| super::progress::PageCounts { shown, sent });
+            .map(|(shown, sent)| super::progress::PageCounts {
+                shown,
+                sent,
+                unreadable: probe.broken(),
+            });
         if let (Some((page, s, conversation)), Some(counts)) = (&matched, counts)
             && let Some(url) = registry.page_url(s, page)
         {
@@ -423,10 +437,12 @@ impl Core {
                 .stats
                 .on_progress(s, conversation, &url, title, counts, now_ms);
         }
-        let reason = surface
+        let stale = surface
             .and_then(|s| self.stats.get(s))
             .and_then(|st| health::stale_light(st.stale_since_ms, now_ms, i.fast))
             .map(|_| health::ADAPTER_STALE);
+        // Before the stale period shows, this page's own failed read is said at once.
+        let reason = stale.or_else(|| (surface.is_some() && probe.broken()).then_some(UNREAD));
         Ok(ProbeOutput { changed, reason })
     }
 }
@@ -1532,11 +1548,13 @@ mod tests {
                 out["stats"]["browser-ext:grok"]["staleSinceMs"].is_null(),
                 "{u} {p}"
             );
+            assert!(out["reason"].is_null(), "{u} {p}");
         }
+        // The page's own failed read is said at once ("0 of ? read"); the surface is not stale yet.
         let out = probe(&json!({}), NOW, broken.clone(), &on, url);
         assert_eq!(
             (out["changed"].as_bool(), out["reason"].as_str()),
-            (Some(true), None)
+            (Some(true), Some(UNREAD))
         );
         let stats = out["stats"].clone();
         let minutes = |m: u64| NOW + m * 60_000;

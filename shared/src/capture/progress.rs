@@ -22,6 +22,9 @@ pub struct PageCounts {
     pub shown: u32,
     /// Of those, the ones the worker took into its queue in their current text.
     pub sent: u32,
+    /// The last read found conversation text the surface's rules read no turn of (or turns of one role only):
+    /// the total is unknown ("0 of ? read"), which the popup says at once, before the stale period ends.
+    pub unreadable: bool,
 }
 
 /// One conversation's last counts (`stats[<surface>].conversations`).
@@ -35,7 +38,13 @@ pub struct ConversationProgress {
     pub title: String,
     pub shown: u32,
     pub sent: u32,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unreadable: bool,
     pub updated_ms: u64,
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
 }
 
 /// Records `counts` for a conversation among `list` (most recent first, at most [`KEPT_PER_SURFACE`]); returns
@@ -55,7 +64,12 @@ pub fn record(
         .position(|c| c.conversation_id == conversation_id)
     {
         let c = &list[i];
-        if c.shown == counts.shown && c.sent == sent && c.url == url && c.title == title {
+        if c.shown == counts.shown
+            && c.sent == sent
+            && c.unreadable == counts.unreadable
+            && c.url == url
+            && c.title == title
+        {
             return false;
         }
         list.remove(i);
@@ -68,6 +82,7 @@ pub fn record(
             title,
             shown: counts.shown,
             sent,
+            unreadable: counts.unreadable,
             updated_ms: now_ms,
         },
     );
@@ -93,6 +108,8 @@ pub struct IncompleteRow {
     pub waiting: u32,
     /// Refused by the relay and held (see the popup's held turns for the reasons).
     pub held: u32,
+    /// The page shows conversation text its surface's rules do not read (see [`PageCounts::unreadable`]).
+    pub unreadable: bool,
     pub updated_ms: u64,
 }
 
@@ -112,7 +129,7 @@ pub fn incomplete(registry: &Registry, stats: &Stats, queue: &QueueState) -> Vec
             let unread = c.shown.saturating_sub(c.sent);
             let waiting = count(&queue.items, &surface, &c.conversation_id);
             let held = count(&queue.held, &surface, &c.conversation_id);
-            if unread == 0 && waiting == 0 && held == 0 {
+            if unread == 0 && waiting == 0 && held == 0 && !c.unreadable {
                 continue;
             }
             let surface_name = registry
@@ -129,6 +146,7 @@ pub fn incomplete(registry: &Registry, stats: &Stats, queue: &QueueState) -> Vec
                 unread,
                 waiting,
                 held,
+                unreadable: c.unreadable,
                 updated_ms: c.updated_ms,
             });
         }
@@ -145,7 +163,11 @@ mod tests {
     use super::*;
 
     fn counts(shown: u32, sent: u32) -> PageCounts {
-        PageCounts { shown, sent }
+        PageCounts {
+            shown,
+            sent,
+            unreadable: false,
+        }
     }
 
     #[test]
@@ -266,6 +288,28 @@ mod tests {
         assert_eq!(got, [("queued", 3, 0, 0, 2, 1), ("partial", 6, 4, 2, 0, 0)]);
         assert_eq!(rows[0].surface_name, "ChatGPT");
         assert!(incomplete(registry, &Stats::default(), &queue).is_empty());
+    }
+
+    #[test]
+    fn a_page_whose_text_reads_as_no_turn_is_listed_at_once_and_leaves_the_list_once_read() {
+        let registry = Registry::builtin();
+        let queue = QueueState::default();
+        let mut stats = Stats::default();
+        let deepseek = "browser-ext:deepseek";
+        let url = "https://chat.deepseek.com/a/chat/s/x";
+        let unreadable = PageCounts {
+            shown: 0,
+            sent: 0,
+            unreadable: true,
+        };
+        assert!(stats.on_progress(deepseek, "x", url, "", unreadable, 1));
+        let rows = incomplete(registry, &stats, &queue);
+        assert_eq!(rows.len(), 1, "nothing shown, nothing sent, yet listed");
+        assert!(rows[0].unreadable);
+        assert_eq!((rows[0].shown, rows[0].unread), (0, 0));
+        // A later read that finds the turns (all taken) clears it.
+        assert!(stats.on_progress(deepseek, "x", url, "", counts(2, 2), 2));
+        assert!(incomplete(registry, &stats, &queue).is_empty());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The surface registry: one JSON file per chat surface (`shared/surfaces/<name>.json`) plus the rendering rules
-//! they share (`shared/surfaces/_render.json`), assembled into one document by `shared/build.rs` and embedded at
-//! build time. Adding a surface or fixing a redesigned site is a data change.
+//! they share (`shared/surfaces/_render.json`), assembled into one document by `shared/build.rs`. Native builds
+//! (the relay, tests) embed that document; the extension's wasm module does not: `scripts/build-extension` ships
+//! it beside the module as `registry.json` and the worker installs it at start ([`Registry::install`]), so site
+//! rules cost the module no bytes. Adding a surface or fixing a redesigned site is a data change.
 //!
 //! **API boundary:** the JSON shape below is read by the extension's content script (selectors, rules, page layout:
 //! preformatted selectors and block elements) and by this module (hosts, conversation patterns, strip lines,
@@ -13,8 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::wire::Role;
 
-/// The embedded registry document.
+/// The registry document as `shared/build.rs` assembled it (embedded in native builds only).
+#[cfg(not(target_arch = "wasm32"))]
 pub const REGISTRY_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/registry.json"));
+
+static REGISTRY: OnceLock<Registry> = OnceLock::new();
 
 /// Where the surface files live, for checks that read them as written (with their `provenance`).
 #[cfg(test)]
@@ -283,6 +288,8 @@ pub enum RegistryError {
     Malformed(String),
     #[error("surface {surface}: {problem}")]
     Invalid { surface: String, problem: String },
+    #[error("a registry is already in use: it is installed once, before the first call")]
+    AlreadyInstalled,
 }
 
 #[derive(Debug, Deserialize)]
@@ -320,17 +327,30 @@ pub struct UrlMatch<'a> {
 }
 
 impl Registry {
-    /// The embedded registry, parsed and checked once.
+    /// The registry this build runs with, parsed and checked once: the installed document if one was installed
+    /// before first use, else (natively) the embedded one. The extension's module embeds none: until the worker
+    /// installs one, it knows no surface and captures nothing.
     pub fn builtin() -> &'static Registry {
-        static REGISTRY: OnceLock<Registry> = OnceLock::new();
-        REGISTRY.get_or_init(|| match Registry::parse(REGISTRY_JSON) {
-            Ok(r) => r,
+        REGISTRY.get_or_init(|| {
+            #[cfg(not(target_arch = "wasm32"))]
+            if let Ok(r) = Registry::parse(REGISTRY_JSON) {
+                return r;
+            }
             // The embedded document is checked by the test suite; an empty registry keeps a broken build harmless.
-            Err(_) => Registry {
+            Registry {
                 surfaces: Vec::new(),
                 render: "null".to_owned(),
-            },
+            }
         })
+    }
+
+    /// Installs `json` as the registry [`Registry::builtin`] answers with. Only before its first use, once: a
+    /// registry never changes under a running core (the worker installs the one shipped with it at start).
+    pub fn install(json: &str) -> Result<(), RegistryError> {
+        let registry = Registry::parse(json)?;
+        REGISTRY
+            .set(registry)
+            .map_err(|_| RegistryError::AlreadyInstalled)
     }
 
     /// Parse and check a registry document.
