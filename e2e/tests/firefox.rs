@@ -160,7 +160,7 @@ fn firefox_pairs_toggles_and_captures_old_and_new_surfaces() {
         "claude/long",
         "chatgpt/spa_navigation",
         "grok/formatting",
-        "deepseek/short",
+        "deepseek/chat",
     ] {
         let (dir, _) = name.split_once('/').unwrap();
         cases.push(

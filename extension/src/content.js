@@ -261,8 +261,9 @@
 
   const anyMatch = (el, sels) => (sels || []).some((s) => safeMatches(el, s));
 
-  /** The text under `el` as written (code blocks, formulas without a source), leaving out what `strip` names. */
-  function rawText(el, strip) {
+  /** The text under `el` as written (code blocks, formulas without a source), leaving out what `strip` names;
+   * with `lines`, each block-level element inside ends a line (an editor widget's one element per line). */
+  function rawText(el, strip, lines = false) {
     let out = '';
     const walk = (n) => {
       if (n.nodeType === Node.TEXT_NODE) {
@@ -273,6 +274,7 @@
       if (SKIP.has(n.tagName) || n.hidden || strip.some((s) => safeMatches(n, s))) return;
       if (n.tagName === 'BR') out += '\n';
       for (const c of n.childNodes) walk(c);
+      if (lines && n !== el && BLOCK.has(n.tagName) && out !== '' && !out.endsWith('\n')) out += '\n';
     };
     walk(el);
     return out;
@@ -381,9 +383,11 @@
       }
       if (tag === 'BR') return [['br']];
       if (tag === 'HR') return [['hr']];
-      if (tag === 'PRE') {
+      const editor = tag !== 'PRE' && anyMatch(el, adapter.code_blocks);
+      if (tag === 'PRE' || editor) {
         const lang = codeLanguage(el);
-        return [lang ? ['pre', { lang }, rawText(el, strip)] : ['pre', rawText(el, strip)]];
+        const code = rawText(el, strip, editor);
+        return [lang ? ['pre', { lang }, code] : ['pre', code]];
       }
       if (tag === 'CODE') return [['code', rawText(el, strip)]];
       if (tag === 'TABLE') return [['table', ...kids()]];

@@ -166,6 +166,10 @@ pub struct SurfaceSpec {
     /// like HTML's `div`.
     #[serde(default)]
     pub block_elements: Vec<String>,
+    /// CSS selectors of code blocks shown without a `<pre>` (a read-only editor widget, one element per line):
+    /// each becomes one fenced block, its block-level children its lines.
+    #[serde(default)]
+    pub code_blocks: Vec<String>,
     #[serde(default)]
     pub message_key: Vec<KeyRule>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,11 +204,30 @@ pub struct SurfaceSpec {
 pub struct Provenance {
     /// Sources of the selectors (public tools, the site's markup as seen in saved pages, structure only).
     pub verified_against: String,
+    /// Which rules were checked against which real markup (a saved page of the live site, a live probe, or
+    /// selectors a maintained tool measured on it), and when.
+    #[serde(default)]
+    pub checked: Vec<Checked>,
+    /// What was looked for and not found, when no real markup of the site could be checked against.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub not_found: String,
     /// Rules that are structural guesses (ranked fallbacks) rather than verified.
     #[serde(default)]
     pub unverified: Vec<String>,
     #[serde(default)]
     pub notes: String,
+}
+
+/// One check of a surface's rules against real markup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Checked {
+    /// The surface file's fields the check covers (`message_roots`, `text_selectors`, …).
+    pub rules: Vec<String>,
+    /// What the rules were checked against: the kind of evidence and where it is.
+    pub against: String,
+    /// When that markup was seen on the live site: `YYYY`, `YYYY-MM` or `YYYY-MM-DD`.
+    pub date: String,
 }
 
 impl SurfaceSpec {
@@ -756,6 +779,42 @@ mod tests {
             names.push(name);
         }
         assert_eq!(names.len(), Registry::builtin().surfaces().count());
+    }
+
+    /// The surfaces whose rules were built from structure say which real markup each rule was checked against and
+    /// when, or what was looked for and not found; every check names fields the file has and a real date.
+    #[test]
+    fn every_surface_built_from_structure_says_what_real_markup_its_rules_were_checked_against() {
+        let date = Regex::new(r"^20\d\d(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$").unwrap();
+        let named = ["poe", "huggingchat", "pi", "lmarena"];
+        let mut seen = 0;
+        for entry in std::fs::read_dir(SURFACES_DIR).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
+            if path.extension().is_none_or(|e| e != "json") || name.starts_with('_') {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let spec: SurfaceSpec = serde_json::from_str(&text).unwrap();
+            let fields: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let prov = spec.provenance.clone().unwrap();
+            for c in &prov.checked {
+                assert!(date.is_match(&c.date), "{name}: check date {:?}", c.date);
+                assert!(!c.against.trim().is_empty(), "{name}: a check against nothing");
+                assert!(!c.rules.is_empty(), "{name}: a check of no rule");
+                for r in &c.rules {
+                    assert!(fields.get(r).is_some(), "{name}: check names {r}, not a field of the file");
+                }
+            }
+            if spec.status == Status::Experimental || named.contains(&name.as_str()) {
+                seen += 1;
+                assert!(
+                    !prov.checked.is_empty() || !prov.not_found.trim().is_empty(),
+                    "{name}: says neither what real markup its rules were checked against nor what was not found"
+                );
+            }
+        }
+        assert!(seen >= 13, "{seen}");
     }
 
     /// Site markup knowledge the content script applies is data: a spec's problems are found, and the page
