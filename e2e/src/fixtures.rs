@@ -145,7 +145,11 @@ fn same(expected: &ExpectedTurn, role: &str, content: &str) -> bool {
         }
 }
 
+/// A message for a problem line: squashed and cut, or whole and escaped with `E2E_VERBOSE=1` (to see layout).
 fn short(s: &str) -> String {
+    if std::env::var_os("E2E_VERBOSE").is_some() {
+        return format!("{s:?}");
+    }
     let s = squash(s);
     if s.chars().count() > 160 {
         format!("{}…", s.chars().take(160).collect::<String>())

@@ -66,6 +66,7 @@ pub const SITE_HOSTS: &[&str] = &[
     "chat.qwen.ai",
     "www.doubao.com",
     "chatglm.cn",
+    "chat.z.ai",
     "yiyan.baidu.com",
     "www.wanzhi.com",
     "hailuoai.com",

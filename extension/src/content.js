@@ -322,7 +322,9 @@
       re = null;
     }
     if (re) {
-      for (const el of [code, pre]) {
+      // The language class may sit on the block's wrapper (`div.language-go > pre`).
+      for (const el of [code, pre, pre.parentElement]) {
+        if (!el) continue;
         for (const c of el.classList) {
           const m = re.exec(c);
           if (m) return m[1];
