@@ -800,10 +800,16 @@ mod tests {
             let prov = spec.provenance.clone().unwrap();
             for c in &prov.checked {
                 assert!(date.is_match(&c.date), "{name}: check date {:?}", c.date);
-                assert!(!c.against.trim().is_empty(), "{name}: a check against nothing");
+                assert!(
+                    !c.against.trim().is_empty(),
+                    "{name}: a check against nothing"
+                );
                 assert!(!c.rules.is_empty(), "{name}: a check of no rule");
                 for r in &c.rules {
-                    assert!(fields.get(r).is_some(), "{name}: check names {r}, not a field of the file");
+                    assert!(
+                        fields.get(r).is_some(),
+                        "{name}: check names {r}, not a field of the file"
+                    );
                 }
             }
             if spec.status == Status::Experimental || named.contains(&name.as_str()) {
