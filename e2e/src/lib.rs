@@ -61,6 +61,7 @@ pub const SITE_HOSTS: &[&str] = &[
     "poe.com",
     "pi.ai",
     "lmarena.ai",
+    "arena.ai",
     "www.kimi.com",
     "chat.deepseek.com",
     "chat.qwen.ai",

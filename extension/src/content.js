@@ -165,9 +165,38 @@
       if (els.length === 0) continue;
       rule = rank;
       // Drop roots nested inside another root of the same selector.
-      return els.filter((el) => !(el.parentElement && safeClosest(el.parentElement, sel)));
+      return inReadingOrder(els.filter((el) => !(el.parentElement && safeClosest(el.parentElement, sel))));
     }
     return [];
+  }
+
+  /** `els` in the order the thread reads: inside a list the site renders bottom-up (registry `newest_first`), its
+   * rows from the last to the first, the roots within one row (two answers side by side) in their own order. */
+  function inReadingOrder(els) {
+    const lists = adapter.newest_first || [];
+    if (lists.length === 0) return els;
+    const rowOf = (el) => {
+      for (const sel of lists) {
+        const list = safeClosest(el, sel);
+        if (!list) continue;
+        let row = el;
+        while (row.parentElement && row.parentElement !== list) row = row.parentElement;
+        return row;
+      }
+      return null;
+    };
+    const groups = [];
+    for (const el of els) {
+      const row = rowOf(el);
+      const last = groups[groups.length - 1];
+      if (row && last && last.row === row) last.els.push(el);
+      else groups.push({ row, els: [el] });
+    }
+    // Only rows of a newest-first list move; anything outside one keeps its place before or after them.
+    const rows = groups.filter((g) => g.row);
+    const reversed = rows.slice().reverse();
+    let k = 0;
+    return groups.flatMap((g) => (g.row ? reversed[k++].els : g.els));
   }
 
   /** Whether the page shows conversation text: the surface's content area holds more than a few words. */

@@ -146,6 +146,10 @@ pub struct SurfaceSpec {
     pub conversation_fallback: ConversationFallback,
     /// Ranked CSS selectors of message roots: the first one that finds any element wins.
     pub message_roots: Vec<String>,
+    /// Lists the site renders bottom-up (`flex-direction: column-reverse`), whose DOM order is newest first: the
+    /// roots inside are read row by row from the list's end, each row's roots in their own order.
+    #[serde(default)]
+    pub newest_first: Vec<String>,
     pub role_rules: Vec<RoleRule>,
     #[serde(default)]
     pub text_selectors: TextSelectors,
@@ -779,6 +783,22 @@ mod tests {
             names.push(name);
         }
         assert_eq!(names.len(), Registry::builtin().surfaces().count());
+    }
+
+    /// A registry is installed once, before first use, and only a valid document: a malformed one is refused
+    /// whole, and none replaces the registry a running core already answers with.
+    #[test]
+    fn a_registry_installs_only_before_first_use_and_only_when_valid() {
+        assert!(matches!(
+            Registry::install("{\"version\": 1, \"surfaces\": ["),
+            Err(RegistryError::Malformed(_))
+        ));
+        let before = Registry::builtin().surfaces().count();
+        assert_eq!(
+            Registry::install(REGISTRY_JSON),
+            Err(RegistryError::AlreadyInstalled)
+        );
+        assert_eq!(Registry::builtin().surfaces().count(), before);
     }
 
     /// The surfaces whose rules were built from structure say which real markup each rule was checked against and
