@@ -537,3 +537,75 @@ fn list_shows_each_source_and_its_state() {
     let claude = rows.iter().find(|r| r.name == "claude-code").unwrap();
     assert!(!claude.enabled && !claude.found && claude.last_run_at.is_none());
 }
+
+/// A Claude Code session whose later line starts a new root (`parentUuid: null`, as after a compaction, `/clear`
+/// or a resumed session): every turn is stored, none dropped.
+#[test]
+fn a_claude_code_session_with_several_roots_keeps_every_turn() {
+    let h = home(&[]);
+    let dir = h.home.join(".claude/projects/-home-ada-src-orbit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sid = "9a1b2c3d-0000-4000-8000-000000000001";
+    let line = |uuid: &str, parent: Option<&str>, kind: &str, text: &str, at: &str| {
+        serde_json::json!({
+            "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid, "timestamp": at,
+            "isSidechain": false, "message": {"role": kind, "content": text}
+        })
+        .to_string()
+    };
+    let lines = [
+        line(
+            "u1",
+            None,
+            "user",
+            "First question about the parser.",
+            "2026-11-01T10:00:00Z",
+        ),
+        line(
+            "a1",
+            Some("u1"),
+            "assistant",
+            "First answer.",
+            "2026-11-01T10:00:05Z",
+        ),
+        line(
+            "u2",
+            None,
+            "user",
+            "Second question, after a clear.",
+            "2026-11-01T10:05:00Z",
+        ),
+        line(
+            "a2",
+            Some("u2"),
+            "assistant",
+            "Second answer.",
+            "2026-11-01T10:05:05Z",
+        ),
+        line(
+            "u3",
+            Some("a2"),
+            "user",
+            "Third question.",
+            "2026-11-01T10:06:00Z",
+        ),
+        line(
+            "a3",
+            Some("u3"),
+            "assistant",
+            "Third answer.",
+            "2026-11-01T10:06:05Z",
+        ),
+    ];
+    std::fs::write(dir.join(format!("{sid}.jsonl")), lines.join("\n") + "\n").unwrap();
+    let r = run(&h, &[Source::ClaudeCode]);
+    let s = one(&r);
+    assert_eq!((s.turns, s.stored), (6, 6), "{s:?}");
+    let all = turns(&h.db, "harvest:claude-code");
+    let texts: Vec<&str> = all.iter().map(|t| t.3.as_str()).collect();
+    assert_eq!(texts.len(), 6, "{all:#?}");
+    assert!(
+        texts.contains(&"Second question, after a clear."),
+        "{texts:?}"
+    );
+}
