@@ -609,3 +609,39 @@ fn a_claude_code_session_with_several_roots_keeps_every_turn() {
         "{texts:?}"
     );
 }
+
+/// A Codex rollout whose prompt is recorded only as the terminal's `user_message` event (no user response item)
+/// keeps the prompt; where both record it, and in either order, it is stored once.
+#[test]
+fn a_codex_prompt_recorded_only_as_an_event_is_kept_once() {
+    let h = home(&[]);
+    let dir = h.home.join(".codex/sessions/2026/11/02");
+    std::fs::create_dir_all(&dir).unwrap();
+    let id = "019b0000-0000-7000-8000-0000000000aa";
+    let lines = [
+        format!(r#"{{"timestamp":"2026-11-02T09:00:00.000Z","type":"session_meta","payload":{{"id":"{id}","cwd":"/tmp","cli_version":"0.60.0"}}}}"#),
+        r#"{"timestamp":"2026-11-02T09:00:01.000Z","type":"event_msg","payload":{"type":"user_message","message":"List the files in src.","kind":"plain"}}"#.to_owned(),
+        r#"{"timestamp":"2026-11-02T09:00:02.000Z","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\",\"src\"]}","call_id":"c1"}}"#.to_owned(),
+        r#"{"timestamp":"2026-11-02T09:00:03.000Z","type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"main.rs\nparser.rs"}}"#.to_owned(),
+        r#"{"timestamp":"2026-11-02T09:00:04.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Two files: main.rs and parser.rs."}]}}"#.to_owned(),
+        // The event first, then the response item with the same words: one prompt.
+        r#"{"timestamp":"2026-11-02T09:01:00.000Z","type":"event_msg","payload":{"type":"user_message","message":"And in tests?","kind":"plain"}}"#.to_owned(),
+        r#"{"timestamp":"2026-11-02T09:01:00.001Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"And in tests?"}]}}"#.to_owned(),
+        r#"{"timestamp":"2026-11-02T09:01:02.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"None."}]}}"#.to_owned(),
+    ];
+    std::fs::write(
+        dir.join(format!("rollout-2026-11-02T09-00-00-{id}.jsonl")),
+        lines.join("\n") + "\n",
+    )
+    .unwrap();
+    let r = run(&h, &[Source::Codex]);
+    let s = one(&r);
+    let t = turns(&h.db, "harvest:codex");
+    let users: Vec<&str> = t
+        .iter()
+        .filter(|t| t.2 == "user")
+        .map(|t| t.3.as_str())
+        .collect();
+    assert_eq!(users, ["List the files in src.", "And in tests?"], "{t:#?}");
+    assert_eq!(s.stored, 6, "{s:?}");
+}

@@ -12,7 +12,8 @@
 //!   `web_search_call` (tool calls), `function_call_output` / `custom_tool_call_output` (tool turns);
 //! - `compacted` (the summary that replaced earlier history): a context turn;
 //! - `turn_context` (model, cwd, policies) carries the model name to the next answers; `event_msg` repeats what
-//!   `response_item`s hold for the terminal UI: both counted as skipped.
+//!   `response_item`s hold for the terminal UI and is counted as skipped, except a `user_message` whose prompt no
+//!   response item records (some rollouts keep the prompt only there): that is the user's turn.
 //!
 //! Records carry no ids: a turn's key is its byte offset in the file (`@<offset>`, stable, as the file only
 //! grows) and its parent the turn before it. The older generation (records without `payload`: the response
@@ -99,8 +100,23 @@ impl LineParser for Parser {
                 return;
             }
             "event_msg" => {
-                notes.skip("codex:event_msg");
-                return;
+                // The terminal's copy of a prompt is the only record of it in some rollouts: kept unless the
+                // response item with the same words was already read (the other order is handled below).
+                let prompt = (s(&payload, "type") == Some("user_message"))
+                    .then(|| text_of(payload.get("message").unwrap_or(&Value::Null)))
+                    .filter(|t| !t.trim().is_empty());
+                match prompt {
+                    Some(text) if !seen(meta, "user_item", &text) => {
+                        meta.insert("user_event".into(), Value::String(text.clone()));
+                        let mut t = turn(SRC, "", None, Role::User);
+                        t.text = text;
+                        Some(t)
+                    }
+                    _ => {
+                        notes.skip("codex:event_msg");
+                        return;
+                    }
+                }
             }
             "compacted" => {
                 let mut t = turn(SRC, "", None, Role::System);
@@ -111,7 +127,17 @@ impl LineParser for Parser {
                 t.hidden = true;
                 Some(t)
             }
-            "response_item" => item(&payload, meta, notes),
+            "response_item" => {
+                let t = item(&payload, meta, notes);
+                if let Some(u) = t.as_ref().filter(|t| t.role == Role::User && !t.hidden) {
+                    if seen(meta, "user_event", &u.text) {
+                        notes.skip("codex:message (its user_message event was read first)");
+                        return;
+                    }
+                    meta.insert("user_item".into(), Value::String(u.text.clone()));
+                }
+                t
+            }
             other => Some(placeholder(SRC, "", None, other)),
         };
         let Some(mut t) = t else {
@@ -129,6 +155,19 @@ impl LineParser for Parser {
             .unwrap_or_else(|| id_from_name(&at));
         out.push(SRC, &conv, None, t);
     }
+}
+
+/// Whether `text` is the prompt last recorded under `slot` (`user_item`: a response item; `user_event`: a
+/// `user_message` event); a match is used up, so the same words asked again later are a new prompt.
+fn seen(meta: &mut Map<String, Value>, slot: &str, text: &str) -> bool {
+    let hit = meta
+        .get(slot)
+        .and_then(Value::as_str)
+        .is_some_and(|t| t.trim() == text.trim());
+    if hit {
+        meta.remove(slot);
+    }
+    hit
 }
 
 fn call(name: &str, input: String, id: Option<&str>) -> ToolCall {
