@@ -645,3 +645,82 @@ fn a_codex_prompt_recorded_only_as_an_event_is_kept_once() {
     assert_eq!(users, ["List the files in src.", "And in tests?"], "{t:#?}");
     assert_eq!(s.stored, 6, "{s:?}");
 }
+
+/// A compacted Claude Code session: the boundary (a new root naming its logical parent) and the model-written
+/// summary that follows it are context, not the user's words; every turn before and after is kept.
+#[test]
+fn a_compacted_claude_code_session_keeps_its_turns_and_marks_the_summary_as_context() {
+    let h = home(&[]);
+    let dir = h.home.join(".claude/projects/-home-ada-src-orbit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sid = "9a1b2c3d-0000-4000-8000-000000000002";
+    let base = |uuid: &str, parent: Option<&str>, at: &str| serde_json::json!({"uuid": uuid, "parentUuid": parent, "sessionId": sid, "timestamp": at, "isSidechain": false});
+    let msg = |uuid: &str, parent: Option<&str>, kind: &str, text: &str, at: &str| {
+        let mut v = base(uuid, parent, at);
+        v["type"] = kind.into();
+        v["message"] = serde_json::json!({"role": kind, "content": text});
+        v
+    };
+    let mut boundary = base("b1", None, "2026-11-01T11:00:00Z");
+    boundary["type"] = "system".into();
+    boundary["subtype"] = "compact_boundary".into();
+    boundary["content"] = "Conversation compacted".into();
+    boundary["logicalParentUuid"] = "a1".into();
+    let mut summary = msg(
+        "s1",
+        Some("b1"),
+        "user",
+        "This session is being continued from a previous conversation. Summary: parser work.",
+        "2026-11-01T11:00:01Z",
+    );
+    summary["isCompactSummary"] = true.into();
+    let lines = [
+        msg(
+            "u1",
+            None,
+            "user",
+            "Fix the parser.",
+            "2026-11-01T10:00:00Z",
+        ),
+        msg(
+            "a1",
+            Some("u1"),
+            "assistant",
+            "Fixed.",
+            "2026-11-01T10:00:05Z",
+        ),
+        boundary,
+        summary,
+        msg(
+            "u2",
+            Some("s1"),
+            "user",
+            "Now add a test.",
+            "2026-11-01T11:01:00Z",
+        ),
+        msg(
+            "a2",
+            Some("u2"),
+            "assistant",
+            "Added.",
+            "2026-11-01T11:01:05Z",
+        ),
+    ];
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(dir.join(format!("{sid}.jsonl")), text.join("\n") + "\n").unwrap();
+    let r = run(&h, &[Source::ClaudeCode]);
+    assert_eq!(one(&r).stored, 6, "{:?}", one(&r));
+    let all = turns(&h.db, "harvest:claude-code");
+    let users: Vec<&str> = all
+        .iter()
+        .filter(|t| t.2 == "user")
+        .map(|t| t.3.as_str())
+        .collect();
+    assert_eq!(users, ["Fix the parser.", "Now add a test."], "{all:#?}");
+    let summary = all
+        .iter()
+        .find(|t| t.3.contains("being continued"))
+        .unwrap();
+    assert_eq!(summary.2, "system", "{summary:?}");
+    assert!(summary.3.starts_with("[context]"), "{summary:?}");
+}

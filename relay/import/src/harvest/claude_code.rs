@@ -9,7 +9,9 @@
 //!   the same parent) is a revision of the turn it replaced. `message.content` is a string or Anthropic content
 //!   blocks: `text` → the text, `thinking` → reasoning, `tool_use` → a tool call (name and JSON input),
 //!   `tool_result` → tool output; a user line holding only tool results is a `tool` turn. `isMeta` user lines
-//!   (command caveats, injected context) are kept as context (system) turns.
+//!   (command caveats, injected context) and the `isCompactSummary` line that continues a compacted session (a
+//!   model's summary, not the user's words) are kept as context (system) turns. A line with no `parentUuid`
+//!   (a compaction boundary) takes `logicalParentUuid` as its parent.
 //! - thread: one per `sessionId`; sidechain lines (`isSidechain: true`, a sub-agent's own conversation) go to a
 //!   thread of their own, `<sessionId>/agent-<agentId>` (`<sessionId>/sidechain` without an agent id), so the
 //!   main thread reads as the user saw it.
@@ -67,7 +69,8 @@ impl LineParser for Parser {
         let key = s(&v, "uuid")
             .map(str::to_owned)
             .unwrap_or_else(|| format!("@{}", at.offset));
-        let parent = s(&v, "parentUuid");
+        // A compaction boundary starts a new root and names the turn it follows in `logicalParentUuid`.
+        let parent = s(&v, "parentUuid").or_else(|| s(&v, "logicalParentUuid"));
         let conv = conversation(&v, &at);
         let sidechain = conv.contains('/');
         let title = meta.get("title").and_then(Value::as_str).map(|t| {
@@ -109,7 +112,10 @@ impl LineParser for Parser {
             }
             other => placeholder(SRC, &key, parent, other),
         };
-        if v.get("isMeta").and_then(Value::as_bool) == Some(true) {
+        // Injected context and the model-written summary that continues a compacted session are not the user's
+        // words: kept as context.
+        let flag = |k: &str| v.get(k).and_then(Value::as_bool) == Some(true);
+        if flag("isMeta") || flag("isCompactSummary") {
             t.hidden = true;
         }
         t.created_at_ms = time_ms(v.get("timestamp"));
