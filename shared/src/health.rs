@@ -24,6 +24,9 @@ pub const STALE_RED_AFTER_MS: i64 = 10 * 60_000;
 
 /// The reason code of a surface whose adapter reads nothing on pages that show a conversation.
 pub const ADAPTER_STALE: &str = "adapter_stale";
+/// The reason code of one conversation page whose read found its text but no turn (or turns of one role only),
+/// said at once, before the surface's stale period shows.
+pub const UNREAD: &str = "unread";
 /// The reason code of a surface whose site responses (network path) the parser no longer understands.
 pub const STREAM_UNPARSED: &str = "stream_unparsed";
 /// A capture path counts as working when it gave turns at most this long ago (ms).

@@ -379,9 +379,6 @@ struct ProbeOutput {
     reason: Option<&'static str>,
 }
 
-/// The probe's reason for a page whose read failed before its surface counts as stale.
-pub const UNREAD: &str = "unread";
-
 impl Core {
     /// `{url, tab_url, claimed_url, now_ms, settings, probe: {text_present, roots, users, assistants, rank,
     /// shown?, sent?}, title?, fast}` → `{changed, reason, changes}`. Only a page that names a conversation of
@@ -442,7 +439,8 @@ impl Core {
             .and_then(|st| health::stale_light(st.stale_since_ms, now_ms, i.fast))
             .map(|_| health::ADAPTER_STALE);
         // Before the stale period shows, this page's own failed read is said at once.
-        let reason = stale.or_else(|| (surface.is_some() && probe.broken()).then_some(UNREAD));
+        let reason = stale
+            .or_else(|| (surface.is_some() && probe.broken()).then_some(crate::health::UNREAD));
         Ok(ProbeOutput { changed, reason })
     }
 }
@@ -1554,7 +1552,7 @@ mod tests {
         let out = probe(&json!({}), NOW, broken.clone(), &on, url);
         assert_eq!(
             (out["changed"].as_bool(), out["reason"].as_str()),
-            (Some(true), Some(UNREAD))
+            (Some(true), Some(crate::health::UNREAD))
         );
         let stats = out["stats"].clone();
         let minutes = |m: u64| NOW + m * 60_000;

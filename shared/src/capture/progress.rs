@@ -38,13 +38,9 @@ pub struct ConversationProgress {
     pub title: String,
     pub shown: u32,
     pub sent: u32,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unreadable: bool,
     pub updated_ms: u64,
-}
-
-fn is_false(b: &bool) -> bool {
-    !b
 }
 
 /// Records `counts` for a conversation among `list` (most recent first, at most [`KEPT_PER_SURFACE`]); returns
