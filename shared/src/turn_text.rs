@@ -19,6 +19,7 @@
 //! | audio | `[audio]`, `[audio/video]` | a line of its own is dropped |
 //! | not understood | `[unsupported: what]` | a line of its own is dropped |
 //! | hidden context (archive) | a first line `[context]` | dropped |
+//! | injected text (archive) | an `[injected: kind]` line, then the text fenced ([`injected_block`]) | dropped |
 //! | a transcript's note (harvest) | `[kind] text` ([`note`]), `[reasoning withheld by the model provider]` | words |
 //!
 //! ## One mapping, two styles
@@ -48,6 +49,9 @@ pub const TOOL_PREFIX: &str = "[tool: ";
 pub const TOOL_OUTPUT: &str = "[tool output]";
 /// First line of a turn the site keeps out of the visible thread.
 pub const CONTEXT: &str = "[context]";
+/// Start of the line before text a tool put into the user's message (a reminder, a command's caveat, an
+/// environment dump): `[injected: kind]`.
+pub const INJECTED_PREFIX: &str = "[injected: ";
 /// First line of the list of cited sources.
 pub const SOURCES: &str = "Sources:";
 /// An image without a description.
@@ -163,6 +167,55 @@ pub fn tool_block(name: &str, input: &str) -> String {
     } else {
         format!("{head}\n{}", fenced(input))
     }
+}
+
+/// Text a tool injected into a user's message, fenced after an `[injected: kind]` line, so it is kept but is not
+/// read as the user's words.
+pub fn injected_block(kind: &str, body: &str) -> String {
+    format!("{INJECTED_PREFIX}{}]\n{}", one_line(kind), fenced(body))
+}
+
+/// A user message with the spans a tool wrapped in one of `tags` (`<tag>…</tag>`, e.g. `system-reminder`) taken
+/// out of the user's words: the words first, then each span as an [`injected_block`] named by its tag, in order.
+/// The second value says whether any words of the user's own are left. An opening tag without its closing tag
+/// is left as the user's text.
+pub fn split_injected(text: &str, tags: &[&str]) -> (String, bool) {
+    let mut words = String::new();
+    let mut blocks: Vec<String> = Vec::new();
+    let mut rest = text;
+    loop {
+        let next = tags
+            .iter()
+            .filter_map(|t| {
+                let open = format!("<{t}>");
+                let at = rest.find(&open)?;
+                let body_from = at + open.len();
+                let close = format!("</{t}>");
+                let end = rest[body_from..].find(&close)? + body_from;
+                Some((at, *t, body_from, end, end + close.len()))
+            })
+            .min_by_key(|x| x.0);
+        let Some((at, tag, from, to, after)) = next else {
+            words.push_str(rest);
+            break;
+        };
+        words.push_str(&rest[..at]);
+        let body = rest[from..to].trim();
+        if !body.is_empty() {
+            blocks.push(injected_block(tag, body));
+        }
+        rest = &rest[after..];
+    }
+    let words = words.trim().to_owned();
+    let own = !words.is_empty();
+    let mut out = words;
+    for b in blocks {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(&b);
+    }
+    (out, own)
 }
 
 /// A tool's output, fenced; empty when there is none.
@@ -304,7 +357,9 @@ pub fn own_lines(text: &str) -> Vec<&str> {
                 i += 1;
             }
             i += 1;
-        } else if l == TOOL_OUTPUT || (l.starts_with(TOOL_PREFIX) && l.ends_with(']')) {
+        } else if l == TOOL_OUTPUT
+            || ((l.starts_with(TOOL_PREFIX) || l.starts_with(INJECTED_PREFIX)) && l.ends_with(']'))
+        {
             // The fenced body follows on the very next line, when there is one.
             if let Some(fence) = lines.get(i).filter(|f| is_fence(f) && i < end) {
                 let fence = *fence;
@@ -484,6 +539,32 @@ mod tests {
 
     fn word() -> impl Strategy<Value = String> {
         "[a-zäöß]{1,8}"
+    }
+
+    #[test]
+    fn injected_spans_leave_the_words_and_are_not_read_back() {
+        let tags = ["system-reminder", "local-command-caveat"];
+        let msg = "Fix the build.\n<system-reminder>\nTodo list is empty.\n</system-reminder>\nThanks";
+        let (text, own) = split_injected(msg, &tags);
+        assert!(own);
+        assert_eq!(
+            text,
+            "Fix the build.\n\nThanks\n\n[injected: system-reminder]\n```\nTodo list is empty.\n```"
+        );
+        assert_eq!(own_lines(&text), vec!["Fix the build.", "", "Thanks", ""]);
+        assert_eq!(match_text(&text), match_text("Fix the build.\n\nThanks"));
+
+        let (only, own) = split_injected("<local-command-caveat>Caveat: x</local-command-caveat>", &tags);
+        assert!(!own);
+        assert!(own_lines(&only).iter().all(|l| l.is_empty()), "{only}");
+
+        // An unclosed tag and a tag not asked for stay the user's words.
+        for m in ["a <system-reminder> b", "<other>x</other>"] {
+            assert_eq!(split_injected(m, &tags), (m.to_owned(), true));
+        }
+        // A body with backticks keeps a longer fence, so its lines cannot end the block early.
+        let (t, _) = split_injected("<system-reminder>```\nx\n```</system-reminder>", &tags);
+        assert!(own_lines(&t).iter().all(|l| l.is_empty()), "{t}");
     }
 
     fn words(n: usize) -> impl Strategy<Value = String> {

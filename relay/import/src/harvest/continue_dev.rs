@@ -28,7 +28,7 @@ pub fn read(
     path: &Path,
     bytes: &[u8],
     out: &mut Collected,
-    _notes: &mut Notes,
+    notes: &mut Notes,
 ) -> Result<(), String> {
     let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not valid JSON ({e})"))?;
     let Some(Value::Array(history)) = v.get("history") else {
@@ -106,7 +106,9 @@ pub fn read(
         };
         t.position = u32::try_from(i).ok();
         t.on_current_branch = Some(true);
-        out.push(SRC, &conv, title, t);
+        notes.record(out, None, &|| format!("history item {}", i + 1), |out, _| {
+            out.push(SRC, &conv, title, t)
+        });
         prev = Some(key);
     }
     Ok(())

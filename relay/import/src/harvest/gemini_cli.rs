@@ -69,7 +69,9 @@ pub fn read(
             .unwrap_or_else(|| format!("#{i}"));
         let mut t = message(m, &key, prev.as_deref());
         t.created_at_ms = time_ms(m.get("timestamp"));
-        out.push(SRC, &conv, title, t);
+        notes.record(out, None, &|| format!("message {}", i + 1), |out, _| {
+            out.push(SRC, &conv, title, t)
+        });
         prev = Some(key);
     }
     Ok(())

@@ -236,6 +236,8 @@ pub struct SourceReport {
     pub records_skipped: BTreeMap<String, u64>,
     /// Record or block types not understood, per type: each kept as a `[unsupported: …]` placeholder turn.
     pub unknown: BTreeMap<String, u64>,
+    /// What became of every record read: `read` = `to_turns` + `skipped` + `problems` + `silent`.
+    pub records: RecordTally,
     pub problems: Vec<Problem>,
 }
 
@@ -386,6 +388,8 @@ const PREFIX: u64 = 4096;
 pub struct Collected {
     convs: Vec<SourceConversation>,
     turns: usize,
+    /// Turns pushed since this was made (not reset by storing), for [`Notes::record`].
+    pushed: u64,
 }
 
 impl Collected {
@@ -415,6 +419,7 @@ impl Collected {
         }
         c.turns.push(turn);
         self.turns += 1;
+        self.pushed += 1;
     }
 
     pub fn len(&self) -> usize {
@@ -444,11 +449,70 @@ impl Collected {
 pub struct Notes {
     pub skipped: BTreeMap<String, u64>,
     pub problems: Vec<(Option<u64>, String)>,
+    /// What became of each record read through [`Notes::record`].
+    pub records: RecordTally,
+    skips: u64,
+}
+
+/// What became of the records (lines, or a whole-file format's messages) a run read. Each record counts once,
+/// under the first that applies: it gave a turn, it was skipped for a named reason, it was reported as a problem —
+/// or none of these, `silent`, which is itself reported as a problem naming the record, so no record is ever
+/// dropped without a word.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RecordTally {
+    pub read: u64,
+    pub to_turns: u64,
+    pub skipped: u64,
+    pub problems: u64,
+    pub silent: u64,
+}
+
+impl RecordTally {
+    fn add(&mut self, o: RecordTally) {
+        self.read += o.read;
+        self.to_turns += o.to_turns;
+        self.skipped += o.skipped;
+        self.problems += o.problems;
+        self.silent += o.silent;
+    }
 }
 
 impl Notes {
     pub fn skip(&mut self, what: &str) {
         *self.skipped.entry(what.to_owned()).or_default() += 1;
+        self.skips += 1;
+    }
+
+    /// Reads one record through `read` and accounts for it (see [`RecordTally`]); `line` and `what` name the
+    /// record in the problem a silent one raises (a line number, or for a whole-file format its place, e.g.
+    /// `message 12`).
+    pub fn record<R>(
+        &mut self,
+        out: &mut Collected,
+        line: Option<u64>,
+        what: &dyn Fn() -> String,
+        read: impl FnOnce(&mut Collected, &mut Notes) -> R,
+    ) -> R {
+        let (turns, skips, problems) = (out.pushed, self.skips, self.problems.len());
+        let r = read(out, self);
+        self.records.read += 1;
+        if out.pushed > turns {
+            self.records.to_turns += 1;
+        } else if self.skips > skips {
+            self.records.skipped += 1;
+        } else if self.problems.len() > problems {
+            self.records.problems += 1;
+        } else {
+            self.records.silent += 1;
+            self.problems.push((
+                line,
+                format!(
+                    "{} gave no turn and no reason to skip it; reported so that nothing is lost silently",
+                    what()
+                ),
+            ));
+        }
+        r
     }
 }
 
@@ -617,6 +681,7 @@ impl From<personkit_store::DbError> for FileError {
 }
 
 fn merge_notes(sr: &mut SourceReport, path: &Path, notes: Notes) {
+    sr.records.add(notes.records);
     for (k, n) in notes.skipped {
         *sr.records_skipped.entry(k).or_default() += n;
     }
@@ -782,6 +847,7 @@ fn line_file(
         };
         offset += n as u64;
         if source == Source::Aider {
+            // Aider's Markdown is read a block at a time: its lines are not records of their own.
             let text = String::from_utf8_lossy(&buf);
             aider.line(
                 &mut meta,
@@ -796,24 +862,27 @@ fn line_file(
             if text.is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Value>(text) {
-                Ok(v) if v.is_object() => match source {
-                    Source::ClaudeCode => claude.line(&mut meta, at, v, &mut out, &mut notes),
-                    Source::Codex => codex.line(&mut meta, at, v, &mut out, &mut notes),
-                    _ => {}
-                },
-                Ok(v) => notes.problems.push((
-                    Some(line_no),
-                    format!(
-                        "a record must be a JSON object, found {}; skipped",
-                        kind(&v)
-                    ),
-                )),
-                Err(e) => notes.problems.push((
-                    Some(line_no),
-                    format!("not a JSON record ({e}); skipped, the lines after it were read"),
-                )),
-            }
+            let what = || format!("line {line_no}");
+            notes.record(&mut out, Some(line_no), &what, |out, notes| {
+                match serde_json::from_str::<Value>(text) {
+                    Ok(v) if v.is_object() => match source {
+                        Source::ClaudeCode => claude.line(&mut meta, at, v, out, notes),
+                        Source::Codex => codex.line(&mut meta, at, v, out, notes),
+                        _ => {}
+                    },
+                    Ok(v) => notes.problems.push((
+                        Some(line_no),
+                        format!(
+                            "a record must be a JSON object, found {}; skipped",
+                            kind(&v)
+                        ),
+                    )),
+                    Err(e) => notes.problems.push((
+                        Some(line_no),
+                        format!("not a JSON record ({e}); skipped, the lines after it were read"),
+                    )),
+                }
+            });
             if out.len() >= BATCH_TURNS {
                 checkpoint(sink, &mut out, &mut row, &meta, offset, line_no)?;
                 state::save_file(sink.connection(), &row)?;
