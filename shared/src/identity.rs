@@ -191,12 +191,18 @@ pub enum Decision {
     /// A higher-ranked rendering of a stored turn: replace the stored content, key, parent, ordinal and position
     /// with the incoming ones, keep the old text's hash as a rendering, no revision (`stored`).
     Upgrade { pk: i64 },
-    /// A new turn or a new revision at `position_key` (`stored`).
-    Insert { position_key: Option<String> },
+    /// A new turn or a new revision at `position_key` (`stored`), under `repeat_hash` instead of its content hash
+    /// when the thread already holds the same text under another id of the same path ([`crate::ids::repeat_hash`]).
+    Insert {
+        position_key: Option<String>,
+        repeat_hash: Option<String>,
+    },
 }
 
 /// The rule. In order:
-/// 1. the same text (content hash) is the same turn — duplicate (promoted if the incoming path ranks higher);
+/// 1. the same text (content hash) is the same turn — duplicate (promoted if the incoming path ranks higher) —
+///    unless both carry ids of the same path and the ids differ: then it is a repeat, stored under
+///    [`crate::ids::repeat_hash`] (a duplicate if that is stored already) and decided by the rules below;
 /// 2. a text already folded into a turn is that turn — duplicate;
 /// 3. the same site id (`message_key`) is the same turn — the higher rank's text is kept (upgrade or fold);
 ///    at equal rank new text is a revision at the stored turn's position;
@@ -204,11 +210,28 @@ pub enum Decision {
 /// 5. otherwise a new turn, or a new revision at its position ([`Incoming::position_key`]).
 pub fn decide<L: Lookup>(inc: &Incoming<'_>, lookup: &mut L) -> Result<Decision, L::Error> {
     let rank = inc.path.rank();
+    let mut repeat_hash = None;
     if let Some(s) = lookup.by_hash(inc.content_hash)? {
-        return Ok(Decision::Duplicate {
-            pk: s.pk,
-            promote: rank > s.rank,
-        });
+        // The same text under another id the same source gave is another turn that says the same: a repeat,
+        // recognised again under its own hash.
+        match (inc.message_key, s.message_key.as_deref()) {
+            (Some(k), Some(stored)) if k != stored && inc.path.is_source() && s.rank == rank => {
+                let h = crate::ids::repeat_hash(inc.content, inc.role, k);
+                if let Some(r) = lookup.by_hash(&h)? {
+                    return Ok(Decision::Duplicate {
+                        pk: r.pk,
+                        promote: false,
+                    });
+                }
+                repeat_hash = Some(h);
+            }
+            _ => {
+                return Ok(Decision::Duplicate {
+                    pk: s.pk,
+                    promote: rank > s.rank,
+                });
+            }
+        }
     }
     if let Some(pk) = lookup.by_rendering(inc.content_hash)? {
         return Ok(Decision::Fold { pk });
@@ -218,10 +241,12 @@ pub fn decide<L: Lookup>(inc: &Incoming<'_>, lookup: &mut L) -> Result<Decision,
         && s.role == inc.role
     {
         return Ok(match rank.cmp(&s.rank) {
-            std::cmp::Ordering::Greater => Decision::Upgrade { pk: s.pk },
-            std::cmp::Ordering::Less => Decision::Fold { pk: s.pk },
+            // A repeat's text is another turn's: it never replaces a stored rendering.
+            std::cmp::Ordering::Greater if repeat_hash.is_none() => Decision::Upgrade { pk: s.pk },
+            std::cmp::Ordering::Greater | std::cmp::Ordering::Less => Decision::Fold { pk: s.pk },
             std::cmp::Ordering::Equal => Decision::Insert {
                 position_key: s.position_key.or_else(|| inc.position_key()),
+                repeat_hash,
             },
         });
     }
@@ -231,7 +256,7 @@ pub fn decide<L: Lookup>(inc: &Incoming<'_>, lookup: &mut L) -> Result<Decision,
         && let Some(s) = lookup.by_match_text(inc.role, &text, rank)?
         && keys_compatible(inc, &s)
     {
-        return Ok(if rank > s.rank {
+        return Ok(if rank > s.rank && repeat_hash.is_none() {
             Decision::Upgrade { pk: s.pk }
         } else {
             Decision::Fold { pk: s.pk }
@@ -239,6 +264,7 @@ pub fn decide<L: Lookup>(inc: &Incoming<'_>, lookup: &mut L) -> Result<Decision,
     }
     Ok(Decision::Insert {
         position_key: inc.position_key(),
+        repeat_hash,
     })
 }
 

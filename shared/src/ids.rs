@@ -18,6 +18,17 @@ pub fn content_hash(content: &str, role: Role) -> String {
     hex::encode(hasher.finalize())
 }
 
+/// The hash a turn is stored under when its thread already holds the same words under another of the source's
+/// ids (a prompt asked twice, "go on" typed again): `content_hash(content ‖ 0x1E ‖ message_key, role)`. It keeps
+/// the two turns apart while a resend of either is still recognised.
+pub fn repeat_hash(content: &str, role: Role, message_key: &str) -> String {
+    let mut c = String::with_capacity(content.len() + message_key.len() + 1);
+    c.push_str(content);
+    c.push(char::from(RECORD_SEPARATOR));
+    c.push_str(message_key);
+    content_hash(&c, role)
+}
+
 /// The namespace of thread ids: UUIDv5(NAMESPACE_URL, "personkit:thread").
 pub fn thread_namespace() -> Uuid {
     Uuid::new_v5(&Uuid::NAMESPACE_URL, b"personkit:thread")

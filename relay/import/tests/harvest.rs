@@ -724,3 +724,58 @@ fn a_compacted_claude_code_session_keeps_its_turns_and_marks_the_summary_as_cont
     assert_eq!(summary.2, "system", "{summary:?}");
     assert!(summary.3.starts_with("[context]"), "{summary:?}");
 }
+
+/// A prompt asked again word for word later in the same session (a new root after `/clear`, or simply "go on"
+/// twice) is a turn of its own: it has its own uuid, so it is stored, not answered as a duplicate.
+#[test]
+fn the_same_words_asked_twice_in_a_session_are_two_turns() {
+    let h = home(&[]);
+    let dir = h.home.join(".claude/projects/-home-ada-src-orbit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sid = "9a1b2c3d-0000-4000-8000-000000000003";
+    let line = |uuid: &str, parent: Option<&str>, kind: &str, text: &str, at: &str| {
+        serde_json::json!({
+            "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid, "timestamp": at,
+            "isSidechain": false, "message": {"role": kind, "content": text}
+        })
+        .to_string()
+    };
+    let lines = [
+        line("u1", None, "user", "go on", "2026-11-01T10:00:00Z"),
+        line(
+            "a1",
+            Some("u1"),
+            "assistant",
+            "Done with step one.",
+            "2026-11-01T10:00:05Z",
+        ),
+        line("u2", None, "user", "go on", "2026-11-01T10:05:00Z"),
+        line(
+            "a2",
+            Some("u2"),
+            "assistant",
+            "Done with step two.",
+            "2026-11-01T10:05:05Z",
+        ),
+        line("u3", Some("a2"), "user", "go on", "2026-11-01T10:06:00Z"),
+        line(
+            "a3",
+            Some("u3"),
+            "assistant",
+            "Done with step two.",
+            "2026-11-01T10:06:05Z",
+        ),
+    ];
+    std::fs::write(dir.join(format!("{sid}.jsonl")), lines.join("\n") + "\n").unwrap();
+    let r = run(&h, &[Source::ClaudeCode]);
+    let s = one(&r);
+    assert_eq!(s.records.read, 6, "{s:?}");
+    assert_eq!((s.records.to_turns, s.records.silent), (6, 0), "{s:?}");
+    assert_eq!((s.turns, s.stored), (6, 6), "{s:?}");
+    assert_eq!(
+        count(&h.db, "SELECT COUNT(*) FROM messages"),
+        6,
+        "{:#?}",
+        turns(&h.db, "harvest:claude-code")
+    );
+}

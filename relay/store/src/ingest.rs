@@ -478,7 +478,21 @@ impl<'a> Writer<'a> {
                 self.take_rendering(pk, r, &inc, true)?;
                 return Ok(done(ItemStatus::Stored, self.id_of(pk)?));
             }
-            Decision::Insert { position_key } => position_key,
+            Decision::Insert {
+                position_key,
+                repeat_hash,
+            } => (position_key, repeat_hash),
+        };
+        let (pos, hash) = match pos {
+            (pos, Some(h)) => (pos, h),
+            (pos, None) => (pos, o.turn.content_hash.clone()),
+        };
+        let message_id = if hash == o.turn.content_hash {
+            message_id
+        } else {
+            ids::message_id(&thread_uuid, &hash)
+                .hyphenated()
+                .to_string()
         };
         let done = |status| done(status, message_id.clone());
         mark_rank(&mut self.ranks, &o.thread_id, inc.path.rank());
@@ -496,7 +510,7 @@ impl<'a> Writer<'a> {
                 o.thread_id,
                 o.turn.role.as_str(),
                 o.turn.content,
-                o.turn.content_hash,
+                hash,
                 o.turn.message_key,
                 o.turn.ordinal,
                 pos,

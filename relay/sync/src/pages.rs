@@ -403,7 +403,12 @@ fn check_message(m: &MessageItem) -> Result<(Role, Path), (&'static str, String)
     if m.content.is_empty() || m.content.len() > MAX_CONTENT_BYTES {
         return Err(("invalid_content", "content is empty or too large".into()));
     }
-    if ids::content_hash(&m.content, role) != m.content_hash {
+    // A repeat (the same words under another id of the source) is stored under its repeat hash.
+    let repeat = m
+        .message_key
+        .as_deref()
+        .is_some_and(|k| ids::repeat_hash(&m.content, role, k) == m.content_hash);
+    if ids::content_hash(&m.content, role) != m.content_hash && !repeat {
         return Err((
             "hash_mismatch",
             "content hash is not the hash of the content".into(),

@@ -225,13 +225,16 @@ fn run(case: &Case) -> Vec<Expect> {
             case.name
         );
         match d {
-            Decision::Insert { position_key } => {
+            Decision::Insert {
+                position_key,
+                repeat_hash,
+            } => {
                 let pk = m.rows.len() as i64 + 1;
                 m.rows.push(Row {
                     pk,
                     role: s.role,
                     content: s.content.clone(),
-                    hash,
+                    hash: repeat_hash.clone().unwrap_or(hash),
                     key: s.key.clone(),
                     parent: s.parent.clone(),
                     path: s.path,

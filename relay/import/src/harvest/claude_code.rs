@@ -12,6 +12,11 @@
 //!   (command caveats, injected context) and the `isCompactSummary` line that continues a compacted session (a
 //!   model's summary, not the user's words) are kept as context (system) turns. A line with no `parentUuid`
 //!   (a compaction boundary) takes `logicalParentUuid` as its parent.
+//! - inside a user line, what Claude Code adds (`<system-reminder>`, the local-command caveat, a command's
+//!   output, hook text) becomes an `[injected: …]` block (`turn_text::split_injected`); a slash command's wrapper
+//!   becomes what was typed (`/name args`); a line left with no words of the user's is context.
+//! - `attachment` lines: a `queued_command` (a prompt typed while the model worked) is the user's turn; other
+//!   attachment types are counted as skipped.
 //! - thread: one per `sessionId`; sidechain lines (`isSidechain: true`, a sub-agent's own conversation) go to a
 //!   thread of their own, `<sessionId>/agent-<agentId>` (`<sessionId>/sidechain` without an agent id), so the
 //!   main thread reads as the user saw it.
@@ -92,6 +97,22 @@ impl LineParser for Parser {
                 notes.skip(&format!("claude-code:{kind}"));
                 return;
             }
+            "attachment" => {
+                let a = v.get("attachment").unwrap_or(&Value::Null);
+                match s(a, "type") {
+                    // A prompt typed while the model was still working: the user's turn.
+                    Some("queued_command") => {
+                        let msg = serde_json::json!({"content": a.get("prompt").cloned().unwrap_or(Value::Null)});
+                        message("user", &key, parent, &msg)
+                    }
+                    other => {
+                        let other =
+                            personkit_shared::wire::quote_safely(other.unwrap_or("(none)"), 64);
+                        notes.skip(&format!("claude-code:attachment:{other}"));
+                        return;
+                    }
+                }
+            }
             "user" | "assistant" => {
                 let Some(msg) = v.get("message").filter(|m| m.is_object()) else {
                     notes.problems.push((
@@ -142,6 +163,9 @@ fn message(
         Value::Array(b) => b.as_slice(),
         other => {
             t.text = text_of(other);
+            if role == Role::User {
+                user_words(&mut t);
+            }
             return t;
         }
     };
@@ -203,5 +227,62 @@ fn message(
         }
         t.tool_output = Some(results.join("\n\n"));
     }
+    if t.role == Role::User {
+        user_words(&mut t);
+    }
     t
+}
+
+/// Wrappers Claude Code puts around text it adds to a user line: kept, but as injected blocks, not as the user's
+/// words.
+const INJECTED: &[&str] = &[
+    "system-reminder",
+    "local-command-caveat",
+    "local-command-stdout",
+    "local-command-stderr",
+    "bash-stdout",
+    "bash-stderr",
+    "task-notification",
+    "user-prompt-submit-hook",
+    "command-message",
+];
+
+/// A user line's text as the user's words: a slash command's wrapper (`<command-name>/x</command-name>` …
+/// `<command-args>a</command-args>`) becomes what was typed (`/x a`), a `!cmd` line's `<bash-input>` its command,
+/// and injected spans become marked blocks. A line with no words of the user's own left is context.
+fn user_words(t: &mut personkit_shared::network::NetTurn) {
+    let mut text = std::mem::take(&mut t.text);
+    if let Some(name) = between(&text, "command-name") {
+        let args = between(&text, "command-args").unwrap_or_default();
+        let typed = format!("{} {}", name.trim(), args.trim()).trim().to_owned();
+        text = remove_tag(&remove_tag(&text, "command-name"), "command-args");
+        text = format!("{typed}\n{text}");
+    }
+    if let Some(cmd) = between(&text, "bash-input") {
+        let typed = format!("!{}", cmd.trim());
+        text = format!("{typed}\n{}", remove_tag(&text, "bash-input"));
+    }
+    let (words, own) = personkit_shared::turn_text::split_injected(&text, INJECTED);
+    t.text = words;
+    if !own && t.tool_output.is_none() {
+        t.hidden = true;
+    }
+}
+
+/// The text inside the first `<tag>…</tag>`.
+fn between(text: &str, tag: &str) -> Option<String> {
+    let open = format!("<{tag}>");
+    let from = text.find(&open)? + open.len();
+    let to = text[from..].find(&format!("</{tag}>"))? + from;
+    Some(text[from..to].to_owned())
+}
+
+/// `text` without its first `<tag>…</tag>` span.
+fn remove_tag(text: &str, tag: &str) -> String {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    match (text.find(&open), text.find(&close)) {
+        (Some(a), Some(b)) if b >= a => format!("{}{}", &text[..a], &text[b + close.len()..]),
+        _ => text.to_owned(),
+    }
 }
