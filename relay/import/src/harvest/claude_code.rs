@@ -244,7 +244,6 @@ const INJECTED: &[&str] = &[
     "bash-stderr",
     "task-notification",
     "user-prompt-submit-hook",
-    "command-message",
 ];
 
 /// A user line's text as the user's words: a slash command's wrapper (`<command-name>/x</command-name>` …
@@ -255,7 +254,10 @@ fn user_words(t: &mut personkit_shared::network::NetTurn) {
     if let Some(name) = between(&text, "command-name") {
         let args = between(&text, "command-args").unwrap_or_default();
         let typed = format!("{} {}", name.trim(), args.trim()).trim().to_owned();
-        text = remove_tag(&remove_tag(&text, "command-name"), "command-args");
+        // `command-message` repeats the name without its slash.
+        for tag in ["command-name", "command-message", "command-args"] {
+            text = remove_tag(&text, tag);
+        }
         text = format!("{typed}\n{text}");
     }
     if let Some(cmd) = between(&text, "bash-input") {

@@ -968,3 +968,39 @@ pub fn status(conn: &Connection, config: &Config) -> Result<Vec<SourceStatus>, S
     }
     Ok(out)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_record_is_a_turn_a_skip_a_problem_or_reported_as_silent() {
+        let mut out = Collected::default();
+        let mut notes = Notes::default();
+        let what = || "line 3".to_owned();
+        notes.record(&mut out, Some(1), &what, |out, _| {
+            out.push(
+                Source::Codex,
+                "c",
+                None,
+                turn(Source::Codex, "k1", None, Role::User),
+            )
+        });
+        notes.record(&mut out, Some(2), &what, |_, n| n.skip("codex:state"));
+        notes.record(&mut out, Some(3), &what, |_, n| {
+            n.problems.push((Some(3), "bad".into()))
+        });
+        // A parser that takes a record and gives nothing back is caught, not trusted.
+        notes.record(&mut out, Some(4), &what, |_, _| {});
+        let t = notes.records;
+        assert_eq!(
+            (t.read, t.to_turns, t.skipped, t.problems, t.silent),
+            (4, 1, 1, 1, 1)
+        );
+        assert_eq!(t.read, t.to_turns + t.skipped + t.problems + t.silent);
+        let (line, msg) = notes.problems.last().unwrap();
+        assert_eq!(*line, Some(4));
+        assert!(msg.starts_with("line 3 gave no turn"), "{msg}");
+    }
+}
