@@ -100,9 +100,17 @@ pub fn human(result: &QueryResult, color: bool) -> String {
         ("[", "]")
     };
     let mut out = String::new();
+    for sk in &result.signals_skipped {
+        out.push_str(&format!(
+            "(the {} signal was skipped: {}; {}. These results come from the other signals.)\n",
+            sk.signal.as_str(),
+            sk.reason,
+            sk.hint
+        ));
+    }
     if result.hits.is_empty() {
         out.push_str(&format!("No matches for {:?}.\n", result.query));
-        if result.model.is_none() {
+        if result.model.is_none() && result.signals_skipped.is_empty() {
             out.push_str(
                 "(no embedder configured: only words, entities and recency were searched)\n",
             );

@@ -278,7 +278,11 @@ fn text_for_a_remote_embedder_is_scrubbed_unless_turned_off() {
             .post_json("/v1/observations", Some(&token), &batch(&items));
         assert_eq!(resp.status, 200, "{}", resp.body);
         let deadline = Instant::now() + Duration::from_secs(60);
-        while server.seen.lock().unwrap().is_empty() {
+        // `corpus health` asks the endpoint once with a fixed text; the worker's request is the one awaited.
+        let from_worker = |s: &search_support::Seen| {
+            s.body["input"][0].as_str() != Some("personkit health check")
+        };
+        while !server.seen.lock().unwrap().iter().any(from_worker) {
             assert!(
                 Instant::now() < deadline,
                 "the worker never called the embedder"
@@ -324,4 +328,192 @@ fn text_for_a_remote_embedder_is_scrubbed_unless_turned_off() {
     let all = raw.join("\n");
     assert!(all.contains(secret_text), "{all}");
     assert!(raw.last().unwrap().starts_with("OFF:"), "{all}");
+}
+
+/// Search without the embedder: a real relay whose OpenAI-compatible embedder (a stand-in for a remote API, on
+/// loopback) goes down, hangs and answers garbage still answers `/v1/query` and the dashboard from keywords, says
+/// the vector signal was skipped and why — in the response and on each hit — within its query timeout, and
+/// `corpus health` shows the error; when the endpoint is back, meaning is searched again.
+#[test]
+fn a_failing_embedder_costs_the_vector_signal_not_the_search() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU8, Ordering};
+    const GOOD: u8 = 0;
+    const DOWN: u8 = 1;
+    const HANGS: u8 = 2;
+    const GARBAGE: u8 = 3;
+    let mode = Arc::new(AtomicU8::new(GOOD));
+    let m = mode.clone();
+    let server = search_support::StandIn::start(move |_, body| match m.load(Ordering::SeqCst) {
+        DOWN => (
+            500,
+            serde_json::json!({"error": {"message": "model overloaded"}}),
+        ),
+        HANGS => {
+            std::thread::sleep(Duration::from_secs(3));
+            (200, serde_json::json!({"data": []}))
+        }
+        GARBAGE => (
+            200,
+            serde_json::json!({"data": [{"embedding": [0.5, "x"]}]}),
+        ),
+        _ => {
+            let data: Vec<_> = body["input"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(i, t)| serde_json::json!({"index": i, "embedding": search_support::fake_vector(t.as_str().unwrap_or(""), 384)}))
+                .collect();
+            (200, serde_json::json!({"data": data}))
+        }
+    });
+    let (_tmp, db) = common::temp_db();
+    std::fs::write(
+        db.parent().unwrap().join("config.toml"),
+        format!(
+            "[embedder]\nkind = \"openai\"\nbase_url = {:?}\nmodel = \"stand-in\"\ndim = 384\nquery_timeout_ms = 700\n",
+            server.base
+        ),
+    )
+    .unwrap();
+    let relay = Relay::start(&db, &[]);
+    let token = relay.pair_printed("no-embedder");
+    let items = vec![
+        turn(
+            "browser-ext:claude",
+            "pg",
+            Role::User,
+            "How should I plan the Postgres upgrade?",
+            Some(0),
+        ),
+        turn(
+            "browser-ext:claude",
+            "pg",
+            Role::Assistant,
+            "Run pg_upgrade on a copy of the Postgres data first.",
+            Some(1),
+        ),
+    ];
+    let resp = relay
+        .http
+        .post_json("/v1/observations", Some(&token), &batch(&items));
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.seen.lock().unwrap().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the worker never called the embedder"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let signals = |v: &serde_json::Value, k: &str| -> Vec<String> {
+        v[k].as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|s| s.as_str().or(s["signal"].as_str()).unwrap_or("").to_owned())
+            .collect()
+    };
+    // Working: both signals, nothing skipped.
+    let ok = relay
+        .http
+        .get("/v1/query?q=postgres%20upgrade", Some(&token));
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let ok = ok.json();
+    assert!(
+        signals(&ok, "signals_used").contains(&"vector".to_owned()),
+        "{ok}"
+    );
+    assert!(signals(&ok, "signals_skipped").is_empty(), "{ok}");
+
+    for (m, why) in [
+        (DOWN, "HTTP 500"),
+        (HANGS, "time"),
+        (GARBAGE, "unexpected answer"),
+    ] {
+        mode.store(m, Ordering::SeqCst);
+        let started = Instant::now();
+        let r = relay
+            .http
+            .get("/v1/query?q=postgres%20upgrade", Some(&token));
+        let took = started.elapsed();
+        assert_eq!(r.status, 200, "mode {m}: {}", r.body);
+        let v = r.json();
+        assert_eq!(signals(&v, "signals_used"), ["fts"], "mode {m}: {v}");
+        let sk = &v["signals_skipped"][0];
+        assert_eq!(
+            (sk["signal"].as_str(), sk["code"].as_str()),
+            (Some("vector"), Some("embedder_unavailable")),
+            "mode {m}: {v}"
+        );
+        let reason = sk["reason"].as_str().unwrap_or("");
+        assert!(
+            reason.to_lowercase().contains(&why.to_lowercase()),
+            "mode {m}: {reason}"
+        );
+        assert!(
+            !reason.contains("postgres"),
+            "the query text is not in the reason: {reason}"
+        );
+        let hits = v["hits"].as_array().unwrap();
+        assert_eq!(hits.len(), 2, "mode {m}: {v}");
+        for h in hits {
+            assert_eq!(signals(h, "matched_via"), ["fts"], "{h}");
+            assert_eq!(h["skipped"][0]["signal"], "vector", "{h}");
+        }
+        if m == HANGS {
+            assert!(
+                took < Duration::from_millis(2500),
+                "a hanging endpoint held the search for {took:?}"
+            );
+            // Let the stand-in finish the hung request before the next mode.
+            std::thread::sleep(Duration::from_secs(3));
+        }
+    }
+
+    // corpus health shows the error while the endpoint fails.
+    mode.store(DOWN, Ordering::SeqCst);
+    let health = cli(&db, &["corpus", "health", "--json"]).json();
+    assert_eq!(health["search"]["search"], "keywords", "{health}");
+    let err = health["search"]["error"].as_str().unwrap_or("");
+    assert!(
+        err.contains("HTTP 500") && err.contains("skip the vector signal"),
+        "{err}"
+    );
+
+    // The dashboard's search page says meaning was not searched.
+    let link = relay.cli_json(&["open", "--json"]);
+    let path = link["url"].as_str().unwrap()[relay.base.len()..].to_owned();
+    let signed = relay.http.get_with(&path, &[]);
+    let cookie = signed
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let page = relay
+        .http
+        .get_with("/search?q=postgres", &[("cookie", &cookie)]);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("Meaning was not searched") && page.body.contains("HTTP 500"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("Postgres"), "{}", page.body);
+
+    // Back up: meaning is searched again.
+    mode.store(GOOD, Ordering::SeqCst);
+    let back = relay
+        .http
+        .get("/v1/query?q=postgres%20upgrade", Some(&token))
+        .json();
+    assert!(
+        signals(&back, "signals_used").contains(&"vector".to_owned()),
+        "{back}"
+    );
+    assert!(signals(&back, "signals_skipped").is_empty(), "{back}");
 }

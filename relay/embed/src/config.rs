@@ -105,6 +105,9 @@ pub struct EmbedderConfig {
     pub location: Option<String>,
     pub token: Option<String>,
     pub endpoint: Option<String>,
+    /// How long a search waits for its query's embedding from an endpoint, in milliseconds (default
+    /// [`crate::QUERY_TIMEOUT`], kept within 100 ms – 60 s); past it the search answers from its other signals.
+    pub query_timeout_ms: Option<u64>,
     #[serde(skip)]
     pub scrub: ScrubMode,
     #[serde(rename = "scrub")]
@@ -128,6 +131,7 @@ impl std::fmt::Debug for EmbedderConfig {
             .field("location", &self.location)
             .field("token", &redact(&self.token))
             .field("endpoint", &self.endpoint)
+            .field("query_timeout_ms", &self.query_timeout_ms)
             .field("scrub", &self.scrub)
             .field("source", &self.source)
             .finish()
@@ -244,6 +248,13 @@ impl EmbedderConfig {
         let parsed: FileConfig = toml::from_str(&text)
             .map_err(|e| EmbedError::Config(format!("{}: {e}", path.display())))?;
         Ok(parsed.embedder.unwrap_or_default())
+    }
+
+    /// How long a search waits for its query's embedding ([`EmbedderConfig::query_timeout_ms`]).
+    pub fn query_timeout(&self) -> std::time::Duration {
+        self.query_timeout_ms
+            .map(|ms| std::time::Duration::from_millis(ms.clamp(100, 60_000)))
+            .unwrap_or(crate::QUERY_TIMEOUT)
     }
 
     /// The local model directory (configured, or the default one).

@@ -20,6 +20,10 @@ use std::sync::Arc;
 
 pub use config::{EmbedderConfig, EmbedderKind, ScrubMode};
 
+/// How long a search waits for its query text's embedding from an endpoint before it answers from its other
+/// signals (documents are embedded in the background, with a longer bound).
+pub const QUERY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(8);
+
 /// Dimensions the corpus has vector tables for.
 pub const SUPPORTED_DIMS: [usize; 2] = [384, 768];
 

@@ -13,6 +13,8 @@ const BATCH: usize = 64;
 /// A configured endpoint. `Debug` never prints the key.
 pub struct OpenAiEmbedder {
     agent: ureq::Agent,
+    /// For the one text of a search: a person is waiting, so it gives up sooner.
+    query_agent: ureq::Agent,
     url: String,
     model: String,
     model_id: String,
@@ -44,8 +46,18 @@ struct Item {
 
 /// An HTTP agent with bounded timeouts that reports non-2xx statuses as answers, not errors.
 pub(crate) fn agent() -> ureq::Agent {
+    agent_within(Duration::from_secs(120))
+}
+
+/// The agent for a search's query text: a search answers from its other signals when `timeout` runs out
+/// ([`EmbedderConfig::query_timeout`]).
+pub(crate) fn query_agent(timeout: Duration) -> ureq::Agent {
+    agent_within(timeout)
+}
+
+fn agent_within(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(120)))
+        .timeout_global(Some(timeout))
         .http_status_as_error(false)
         .build()
         .into()
@@ -105,6 +117,7 @@ impl OpenAiEmbedder {
         };
         Ok(Self {
             agent: agent(),
+            query_agent: query_agent(config.query_timeout()),
             model_id: format!("openai:{model}"),
             url,
             model,
@@ -131,11 +144,20 @@ impl Embedder for OpenAiEmbedder {
         self.dim
     }
     fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.call(&self.agent, texts)
+    }
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let mut v = self.call(&self.query_agent, &[text])?;
+        v.pop().ok_or(EmbedError::CountMismatch { want: 1, got: 0 })
+    }
+}
+
+impl OpenAiEmbedder {
+    fn call(&self, agent: &ureq::Agent, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(BATCH) {
             let body = serde_json::json!({"model": self.model, "input": chunk, "encoding_format": "float"});
-            let mut answer: Answer =
-                post_json(&self.agent, &self.url, self.api_key.as_deref(), &body)?;
+            let mut answer: Answer = post_json(agent, &self.url, self.api_key.as_deref(), &body)?;
             answer.data.sort_by_key(|i| i.index.unwrap_or(0));
             let vectors = answer.data.into_iter().map(|i| i.embedding).collect();
             out.extend(super::finish_batch(chunk.len(), self.dim, vectors)?);

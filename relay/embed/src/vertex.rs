@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use super::openai::{agent, post_json};
+use super::openai::{agent, post_json, query_agent};
 use super::{EmbedError, Embedder, EmbedderConfig};
 
 /// Vertex accepts up to 250 instances per request; keep well below the token limit.
@@ -15,6 +15,8 @@ const DIM: usize = 768;
 /// A configured Vertex model. `Debug` never prints the token.
 pub struct VertexEmbedder {
     agent: ureq::Agent,
+    /// For a search's query text ([`crate::QUERY_TIMEOUT`]).
+    query_agent: ureq::Agent,
     url: String,
     model_id: String,
     token: String,
@@ -73,13 +75,19 @@ impl VertexEmbedder {
         );
         Ok(Self {
             agent: agent(),
+            query_agent: query_agent(config.query_timeout()),
             url,
             model_id: format!("vertex:{model}"),
             token,
         })
     }
 
-    fn call(&self, texts: &[&str], task: &str) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn call(
+        &self,
+        agent: &ureq::Agent,
+        texts: &[&str],
+        task: &str,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(BATCH) {
             let instances: Vec<_> = chunk
@@ -87,7 +95,7 @@ impl VertexEmbedder {
                 .map(|t| serde_json::json!({"content": t, "task_type": task}))
                 .collect();
             let body = serde_json::json!({"instances": instances});
-            let answer: Answer = post_json(&self.agent, &self.url, Some(&self.token), &body)?;
+            let answer: Answer = post_json(agent, &self.url, Some(&self.token), &body)?;
             let vectors = answer
                 .predictions
                 .into_iter()
@@ -116,10 +124,10 @@ impl Embedder for VertexEmbedder {
         DIM
     }
     fn embed_documents(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.call(texts, "RETRIEVAL_DOCUMENT")
+        self.call(&self.agent, texts, "RETRIEVAL_DOCUMENT")
     }
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let mut v = self.call(&[text], "RETRIEVAL_QUERY")?;
+        let mut v = self.call(&self.query_agent, &[text], "RETRIEVAL_QUERY")?;
         v.pop().ok_or(EmbedError::CountMismatch { want: 1, got: 0 })
     }
 }

@@ -120,11 +120,22 @@ pub struct SearchHit {
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SkippedSignal {
+    pub signal: String,
+    pub code: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SearchOutput {
     pub query: String,
     /// Embedding model of the vector signal, when one ran.
     pub model: Option<String>,
     pub signals_used: Vec<String>,
+    /// Signals that could not run (e.g. `vector` when the embedder fails), with why: the hits come from the
+    /// others.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub signals_skipped: Vec<SkippedSignal>,
     /// Hits, best first (full format).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hits: Option<Vec<SearchHit>>,
@@ -327,6 +338,13 @@ impl Personkit {
                 ""
             }
         );
+        for sk in &out.signals_skipped {
+            text.push_str(&format!(
+                "\n(the {} signal was skipped: {}; these hits come from the other signals)",
+                sk.signal.as_str(),
+                sk.reason
+            ));
+        }
         for l in &lines {
             text.push('\n');
             text.push_str(l);
@@ -334,6 +352,15 @@ impl Personkit {
         let result = SearchOutput {
             query: out.query,
             model: out.model,
+            signals_skipped: out
+                .signals_skipped
+                .iter()
+                .map(|s| SkippedSignal {
+                    signal: s.signal.as_str().to_owned(),
+                    code: s.code.to_owned(),
+                    reason: s.reason.clone(),
+                })
+                .collect(),
             signals_used: out
                 .signals_used
                 .iter()

@@ -10,7 +10,8 @@ use personkit_store::vectors::{self, Coverage};
 /// The configured embedder and its coverage of the corpus.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct EmbedHealth {
-    /// `hybrid` (keywords and vectors) or `keywords` (full text only: no embedder, or it failed to load).
+    /// `hybrid` (keywords and vectors) or `keywords` (full text only: no embedder, it failed to load, or its
+    /// endpoint does not answer).
     pub search: &'static str,
     /// One line saying which search runs and why, as `serve` prints it at start.
     pub summary: String,
@@ -60,6 +61,21 @@ pub fn embed_health(conn: &Connection, db_path: Option<&Path>) -> EmbedHealth {
             h.scrub = Some(Decision::of(cfg.scrub, e.endpoint()).describe(e.endpoint()));
             h.model = Some(e.model_key());
             h.dim = Some(e.dim());
+            // An endpoint can be configured right and still be down: asked once, with a fixed text, within the
+            // time a search would wait.
+            if e.endpoint().is_some()
+                && let Err(err) = e.embed_query("personkit health check")
+            {
+                h.search = "keywords";
+                h.summary = format!(
+                    "search: keywords only for now (the embedder is failing: {err}; {})",
+                    err.hint()
+                );
+                h.error = Some(format!(
+                    "{err} ({}); searches skip the vector signal until it answers",
+                    err.hint()
+                ));
+            }
             match vectors::coverage(conn, &e.model_key()) {
                 Ok(c) => h.coverage = Some(c),
                 Err(err) => h.error = Some(err.to_string()),

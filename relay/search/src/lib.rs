@@ -252,6 +252,10 @@ pub struct Hit {
     pub score: f64,
     /// Signals that found this hit.
     pub matched_via: Vec<Signal>,
+    /// Signals that could not run for this query (the same for every hit), so a hit found by words alone says
+    /// that meaning was not searched.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
     /// Per-signal rank (1-based) and the signal's own score (BM25 as -rank, cosine similarity, ...).
     pub signals: BTreeMap<Signal, SignalRank>,
 }
@@ -264,7 +268,31 @@ pub struct QueryResult {
     pub model: Option<String>,
     /// Signals that ran.
     pub signals_used: Vec<Signal>,
+    /// Signals that should have run and could not: the answer comes from the others.
+    pub signals_skipped: Vec<Skipped>,
     pub hits: Vec<Hit>,
+}
+
+/// A signal a query could not use, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    pub signal: Signal,
+    /// `embedder_unavailable`.
+    pub code: &'static str,
+    /// What failed (the endpoint and its answer, never the query text).
+    pub reason: String,
+    pub hint: &'static str,
+}
+
+impl Skipped {
+    fn vector(e: &EmbedError) -> Skipped {
+        Skipped {
+            signal: Signal::Vector,
+            code: "embedder_unavailable",
+            reason: e.to_string(),
+            hint: e.hint(),
+        }
+    }
 }
 
 type Key = (u8, i64); // (0 = message | 1 = event, pk)
@@ -827,14 +855,29 @@ fn run<R: SearchReader + ?Sized>(
         });
     }
     let mut model = None;
+    let mut skipped = Vec::new();
     if let (Some(e), Some(v)) = (vec_embedder, vector) {
-        let (qv, prefetched) = v?;
-        model = Some(e.model_key());
-        lists.push(fusion::Ranked {
-            signal: Signal::Vector,
-            weight: q.weights.vector,
-            items: vector_signal(&mut ctx, indexes, e, &qv, prefetched)?,
-        });
+        // An embedder that fails (an endpoint down, slow or answering garbage) costs the meaning signal, not the
+        // search: the answer comes from the others and says so.
+        let items = match v {
+            Ok((qv, prefetched)) => match vector_signal(&mut ctx, indexes, e, &qv, prefetched) {
+                Ok(items) => Ok(items),
+                Err(SearchError::Embed(x)) => Err(x),
+                Err(other) => return Err(other),
+            },
+            Err(x) => Err(x),
+        };
+        match items {
+            Ok(items) => {
+                model = Some(e.model_key());
+                lists.push(fusion::Ranked {
+                    signal: Signal::Vector,
+                    weight: q.weights.vector,
+                    items,
+                });
+            }
+            Err(x) => skipped.push(Skipped::vector(&x)),
+        }
     }
     time_signals(&mut ctx, &mut lists)?;
     if q.weights.entity > 0.0 {
@@ -899,6 +942,7 @@ fn run<R: SearchReader + ?Sized>(
             row: m.clone(),
             score: f.score,
             matched_via: f.via.iter().map(|(s, _)| *s).collect(),
+            skipped: skipped.clone(),
             signals: f.via.into_iter().collect(),
         });
     }
@@ -906,6 +950,7 @@ fn run<R: SearchReader + ?Sized>(
         query: q.text.clone(),
         model,
         signals_used,
+        signals_skipped: skipped,
         hits,
     })
 }

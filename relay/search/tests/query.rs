@@ -910,3 +910,58 @@ fn claude_corpus(turns: &[(&str, Role, &str, u32)]) -> (tempfile::TempDir, rusql
     ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
     (dir, conn)
 }
+
+/// An embedder that fails answers from the other signals: the result and every hit say the vector signal was
+/// skipped and why, and the CLI's text says so too.
+#[test]
+fn a_failing_embedder_skips_the_vector_signal() {
+    #[derive(Debug)]
+    struct Down;
+    impl Embedder for Down {
+        fn kind(&self) -> &'static str {
+            "openai"
+        }
+        fn model_id(&self) -> &str {
+            "openai:down"
+        }
+        fn model_version(&self) -> &str {
+            "1"
+        }
+        fn dim(&self) -> usize {
+            384
+        }
+        fn embed_documents(
+            &self,
+            _: &[&str],
+        ) -> Result<Vec<Vec<f32>>, personkit_embed::EmbedError> {
+            Err(personkit_embed::EmbedError::Http {
+                url: "http://127.0.0.1:9/v1/embeddings".into(),
+                message: "connection refused".into(),
+            })
+        }
+    }
+    let f = load();
+    let r = search::query(
+        &f.conn,
+        &Indexes::new(),
+        Some(&Down),
+        &Query::new("brake pads"),
+    )
+    .unwrap();
+    assert_eq!(r.model, None);
+    assert_eq!(r.signals_used, vec![Signal::Fts]);
+    assert_eq!(r.signals_skipped.len(), 1);
+    assert_eq!(r.signals_skipped[0].signal, Signal::Vector);
+    assert!(r.signals_skipped[0].reason.contains("connection refused"));
+    assert_eq!(r.hits[0].row.id, f.ids["car_a"]);
+    assert!(
+        r.hits
+            .iter()
+            .all(|h| h.skipped.len() == 1 && h.matched_via == vec![Signal::Fts])
+    );
+    let text = personkit_cli::output::human(&r, false);
+    assert!(
+        text.starts_with("(the vector signal was skipped: "),
+        "{text}"
+    );
+}

@@ -790,7 +790,12 @@ pub(super) async fn search(
             @if let Some(r) = &result {
                 p.count {
                     (r.hits.len()) " results · "
-                    @if r.signals_used.iter().any(|s| s.as_str() == "vector") { "by keywords and meaning" } @else { "by keywords (no embedder configured)" }
+                    @if r.signals_used.iter().any(|s| s.as_str() == "vector") { "by keywords and meaning" }
+                    @else if !r.signals_skipped.is_empty() { "by keywords only" }
+                    @else { "by keywords (no embedder configured)" }
+                }
+                @for sk in &r.signals_skipped {
+                    p.notice.skipped role="status" { "Meaning was not searched: " (sk.reason) ". " (sk.hint) "." }
                 }
                 @if r.hits.is_empty() { p.empty { "Nothing matches." } }
                 ol.hits {
