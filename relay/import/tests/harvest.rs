@@ -866,3 +866,195 @@ fn text_claude_code_injected_is_not_the_users_words() {
         "{context:#?}"
     );
 }
+
+fn claude_session(h: &Home, sid: &str, age_days: u64) -> PathBuf {
+    let dir = h.home.join(".claude/projects/-home-ada-src-orbit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let line = |uuid: &str, parent: Option<&str>, kind: &str, text: &str| {
+        serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid,
+            "timestamp": "2026-11-01T10:00:00Z", "message": {"role": kind, "content": text}})
+        .to_string()
+    };
+    let path = dir.join(format!("{sid}.jsonl"));
+    std::fs::write(
+        &path,
+        [
+            line("u1", None, "user", "Keep this session."),
+            line("a1", Some("u1"), "assistant", "Kept."),
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let f = std::fs::File::options().write(true).open(&path).unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(age_days * 86_400))
+        .unwrap();
+    path
+}
+
+fn status_of(h: &Home, s: Source) -> harvest::SourceStatus {
+    let conn = personkit_store::db::open(&h.db).unwrap();
+    harvest::status(&conn, &config(h))
+        .unwrap()
+        .into_iter()
+        .find(|x| x.name == s.name())
+        .unwrap()
+}
+
+/// The retention guard reads Claude Code's `cleanupPeriodDays` and Gemini CLI's `general.sessionRetention` and
+/// warns, naming the setting, when sessions will be deleted before a harvest copies them.
+#[test]
+fn the_retention_guard_names_the_setting_that_will_delete_sessions() {
+    let h = home(&[]);
+    std::fs::create_dir_all(h.home.join(".claude")).unwrap();
+    claude_session(&h, "7e000000-0000-4000-8000-000000000001", 5);
+    // No settings file: the default, 30 days; the source is off while a session exists.
+    let st = status_of(&h, Source::ClaudeCode);
+    let set = st.retention.clone().unwrap();
+    assert_eq!(
+        (set.name, set.days, set.default),
+        ("cleanupPeriodDays", Some(30.0), true)
+    );
+    assert_eq!(st.warnings.len(), 1, "{st:#?}");
+    assert_eq!(st.warnings[0].level, "danger");
+    assert!(st.warnings[0].message.contains("not copying"), "{st:#?}");
+    assert!(
+        st.warnings[0]
+            .fix
+            .contains("personkit harvest enable claude-code"),
+        "{st:#?}"
+    );
+
+    // 7 days, enabled and never harvested: the 5-day-old session is within 3 days of deletion.
+    std::fs::write(
+        h.home.join(".claude/settings.json"),
+        r#"{"cleanupPeriodDays": 7}"#,
+    )
+    .unwrap();
+    {
+        let conn = personkit_store::db::open(&h.db).unwrap();
+        personkit_store::harvest::set_enabled(&conn, "claude-code", true).unwrap();
+    }
+    let st = status_of(&h, Source::ClaudeCode);
+    assert_eq!(st.retention.clone().unwrap().days, Some(7.0));
+    let msgs: Vec<&str> = st.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert!(
+        msgs.iter().any(|m| m.contains("never harvested")),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs.iter()
+            .any(|m| m.starts_with("1 session file not yet copied")),
+        "{msgs:#?}"
+    );
+    assert!(
+        st.warnings
+            .iter()
+            .all(|w| w.fix.contains("cleanupPeriodDays") || w.fix.contains("harvest")),
+        "{st:#?}"
+    );
+    // Copied: nothing at risk any more.
+    run(&h, &[Source::ClaudeCode]);
+    let st = status_of(&h, Source::ClaudeCode);
+    assert!(st.warnings.is_empty(), "{:#?}", st.warnings);
+
+    // 0 means Claude Code writes no transcripts at all.
+    std::fs::write(
+        h.home.join(".claude/settings.json"),
+        r#"{"cleanupPeriodDays": 0}"#,
+    )
+    .unwrap();
+    let st = status_of(&h, Source::ClaudeCode);
+    assert!(
+        st.warnings[0].message.contains("keeps no transcripts"),
+        "{st:#?}"
+    );
+    // An unreadable value is said, and the default assumed.
+    std::fs::write(
+        h.home.join(".claude/settings.json"),
+        r#"{"cleanupPeriodDays": "forever"}"#,
+    )
+    .unwrap();
+    let st = status_of(&h, Source::ClaudeCode);
+    assert_eq!(st.retention.clone().unwrap().days, Some(30.0));
+    assert!(
+        st.warnings[0].message.contains("could not be read"),
+        "{st:#?}"
+    );
+
+    // Gemini CLI: on by default (30 days); turned off, nothing to warn about; a bad maxAge is said.
+    let chats = h.home.join(".gemini/tmp/orbit/chats");
+    std::fs::create_dir_all(&chats).unwrap();
+    std::fs::write(
+        chats.join("session-1.json"),
+        r#"{"sessionId":"g1","messages":[]}"#,
+    )
+    .unwrap();
+    let st = status_of(&h, Source::GeminiCli);
+    assert_eq!(st.retention.clone().unwrap().days, Some(30.0));
+    assert!(st.warnings[0].fix.contains("sessionRetention"), "{st:#?}");
+    std::fs::write(
+        h.home.join(".gemini/settings.json"),
+        r#"{"general":{"sessionRetention":{"enabled":false}}}"#,
+    )
+    .unwrap();
+    let st = status_of(&h, Source::GeminiCli);
+    assert_eq!(st.retention.clone().unwrap().days, None);
+    assert!(st.warnings.is_empty(), "{st:#?}");
+    std::fs::write(
+        h.home.join(".gemini/settings.json"),
+        r#"{"general":{"sessionRetention":{"enabled":true,"maxAge":"soon"}}}"#,
+    )
+    .unwrap();
+    let st = status_of(&h, Source::GeminiCli);
+    assert!(
+        st.warnings
+            .iter()
+            .any(|w| w.message.contains("could not be read")),
+        "{st:#?}"
+    );
+    // A tool without a retention setting has none.
+    assert_eq!(status_of(&h, Source::Codex).retention, None);
+}
+
+/// A session file its tool deleted after it was harvested: its turns stay, the run counts the file gone, and the
+/// thread is listed as the corpus's only copy; a file that comes back is no longer gone.
+#[test]
+fn a_harvested_session_whose_file_is_deleted_is_the_only_copy() {
+    let h = home(&[]);
+    let sid = "7e000000-0000-4000-8000-000000000002";
+    let path = claude_session(&h, sid, 1);
+    claude_session(&h, "7e000000-0000-4000-8000-000000000003", 1);
+    let r = run(&h, &[Source::ClaudeCode]);
+    assert_eq!((one(&r).stored, one(&r).files_gone), (4, 0));
+    std::fs::remove_file(&path).unwrap();
+    let r = run(&h, &[Source::ClaudeCode]);
+    assert_eq!(
+        (one(&r).stored, one(&r).files_gone),
+        (0, 1),
+        "{:?}",
+        one(&r)
+    );
+    let conn = personkit_store::db::open(&h.db).unwrap();
+    let only = personkit_store::harvest::only_copies(&conn).unwrap();
+    let thread = personkit_shared::ids::thread_id("harvest:claude-code", sid)
+        .hyphenated()
+        .to_string();
+    assert_eq!(only.len(), 1, "{only:?}");
+    assert_eq!(
+        (only[0].thread_id.as_str(), only[0].source.as_str()),
+        (thread.as_str(), "claude-code")
+    );
+    assert_eq!(status_of(&h, Source::ClaudeCode).only_copies, 1);
+    assert_eq!(count(&h.db, "SELECT COUNT(*) FROM messages"), 4);
+    // Running again does not count it twice; the file coming back clears it.
+    let r = run(&h, &[Source::ClaudeCode]);
+    assert_eq!(one(&r).files_gone, 0);
+    claude_session(&h, sid, 0);
+    run(&h, &[Source::ClaudeCode]);
+    assert!(
+        personkit_store::harvest::only_copies(&conn)
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -174,7 +174,7 @@ pub fn save_file(conn: &Connection, f: &FileRow) -> Result<(), DbError> {
             turns, read_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT(source, path) DO UPDATE SET file_id = ?3, size = ?4, mtime_ms = ?5, read_to = ?6,
-            lines = ?7, prefix_hash = ?8, meta = ?9, turns = ?10, read_at = ?11",
+            lines = ?7, prefix_hash = ?8, meta = ?9, turns = ?10, read_at = ?11, gone_at = NULL",
     )?
     .execute(params![
         f.source,
@@ -199,6 +199,108 @@ pub fn file_totals(conn: &Connection, source: &str) -> Result<(u64, u64), DbErro
             "SELECT count(*), coalesce(sum(turns), 0) FROM harvest_files WHERE source = ?1",
         )?
         .query_row([source], |r| Ok((r.get(0)?, r.get(1)?)))?)
+}
+
+/// Records the threads a file's turns went to.
+pub fn link_threads(
+    conn: &Connection,
+    source: &str,
+    path: &str,
+    threads: &[String],
+) -> Result<(), DbError> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT OR IGNORE INTO harvest_file_threads(source, path, thread_id) VALUES (?1, ?2, ?3)",
+    )?;
+    for t in threads {
+        stmt.execute(params![source, path, t])?;
+    }
+    Ok(())
+}
+
+/// The paths of a source's known files that are not yet marked gone.
+pub fn present_paths(conn: &Connection, source: &str) -> Result<Vec<String>, DbError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT path FROM harvest_files WHERE source = ?1 AND gone_at IS NULL ORDER BY path",
+    )?;
+    let rows = stmt
+        .query_map([source], |r| r.get(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Marks a file found gone from disk at `at`.
+pub fn mark_gone(
+    conn: &Connection,
+    source: &str,
+    path: &str,
+    at: OffsetDateTime,
+) -> Result<(), DbError> {
+    conn.prepare_cached(
+        "UPDATE harvest_files SET gone_at = ?3 WHERE source = ?1 AND path = ?2 AND gone_at IS NULL",
+    )?
+    .execute(params![source, path, fmt_time(at)])?;
+    Ok(())
+}
+
+/// A thread whose every harvested file is gone from disk: the corpus holds the only copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OnlyCopy {
+    pub thread_id: String,
+    pub source: String,
+    /// When the last of its files was found gone.
+    pub gone_at: String,
+}
+
+const ONLY_COPY: &str = "SELECT l.thread_id, min(l.source), max(f.gone_at)
+     FROM harvest_file_threads l JOIN harvest_files f ON f.source = l.source AND f.path = l.path
+     WHERE l.thread_id IN (SELECT thread_id FROM harvest_file_threads WHERE thread_id = ?1 OR ?1 IS NULL)
+     GROUP BY l.thread_id
+     HAVING count(*) = count(f.gone_at)
+     ORDER BY l.thread_id";
+
+fn only_copy_rows(conn: &Connection, thread: Option<&str>) -> Result<Vec<OnlyCopy>, DbError> {
+    let mut stmt = conn.prepare_cached(ONLY_COPY)?;
+    let rows = stmt
+        .query_map(params![thread], |r| {
+            Ok(OnlyCopy {
+                thread_id: r.get(0)?,
+                source: r.get(1)?,
+                gone_at: r.get(2)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Every thread the corpus holds the only copy of.
+pub fn only_copies(conn: &Connection) -> Result<Vec<OnlyCopy>, DbError> {
+    only_copy_rows(conn, None)
+}
+
+/// Whether the corpus holds the only copy of `thread_id`.
+pub fn only_copy(conn: &Connection, thread_id: &str) -> Result<Option<OnlyCopy>, DbError> {
+    Ok(only_copy_rows(conn, Some(thread_id))?.into_iter().next())
+}
+
+/// Saves the retention warnings of a source's last pass (a JSON list).
+pub fn set_warnings(conn: &Connection, name: &str, warnings_json: &str) -> Result<(), DbError> {
+    conn.prepare_cached(
+        "INSERT INTO harvest_sources(name, warnings) VALUES (?1, ?2)
+         ON CONFLICT(name) DO UPDATE SET warnings = ?2",
+    )?
+    .execute(params![name, warnings_json])?;
+    Ok(())
+}
+
+/// Every source's warnings of its last pass: (source, JSON list), sources without any left out.
+pub fn warnings(conn: &Connection) -> Result<Vec<(String, String)>, DbError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT name, warnings FROM harvest_sources WHERE warnings != '[]' ORDER BY name",
+    )?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
 }
 
 #[cfg(test)]

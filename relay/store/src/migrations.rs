@@ -47,6 +47,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(17, "0017_narrower_indexes"),
     migration!(18, "0018_checks_without_lists"),
     migration!(19, "0019_dashboard_sessions"),
+    migration!(20, "0020_harvest_guard"),
 ];
 
 /// The schema version this build writes.

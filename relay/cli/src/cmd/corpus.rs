@@ -82,13 +82,35 @@ pub fn health(a: JsonArgs) -> anyhow::Result<()> {
     });
     let report = views::health_report(&conn, Clock::system().now(), embedder)?;
     let storage = views::storage(&conn, &a.db.path())?;
+    // Local AI tools that delete their own sessions, and threads only this corpus still holds.
+    let harvest = match super::harvest::HomeArg::default().config() {
+        Ok(cfg) => personkit_import::harvest::status(&conn, &cfg)?,
+        Err(_) => Vec::new(),
+    };
+    let warnings: Vec<_> = harvest.iter().flat_map(|s| s.warnings.clone()).collect();
+    let only_copies: u64 = harvest.iter().map(|s| s.only_copies).sum();
     if a.json {
         let mut v = serde_json::to_value(&report)?;
         v["storage"] = serde_json::to_value(&storage)?;
         v["search"] = serde_json::to_value(&search)?;
+        v["harvest"] = serde_json::json!({"warnings": warnings, "only_copies": only_copies});
         return print_json(&v);
     }
     output::print_health(&search);
+    for w in &warnings {
+        println!(
+            "{} {}: {}\n           → {}",
+            w.level.to_uppercase(),
+            w.source,
+            w.message,
+            w.fix
+        );
+    }
+    if only_copies > 0 {
+        println!(
+            "harvest    {only_copies} thread(s) whose transcript files their tool deleted: this corpus holds the only copy"
+        );
+    }
     println!("corpus     {}", storage.path);
     println!(
         "size       {:.1} MiB",

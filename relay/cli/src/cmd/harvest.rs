@@ -39,7 +39,7 @@ pub enum HarvestCommand {
 }
 
 /// Where the sources' default paths are.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct HomeArg {
     /// The home folder the default paths are under (~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp,
     /// ~/.continue/sessions) [default: $HOME].
@@ -51,7 +51,9 @@ impl HomeArg {
     pub fn config(&self) -> anyhow::Result<Config> {
         let home = match &self.home {
             Some(h) => h.clone(),
-            None => std::env::var_os("HOME")
+            None => std::env::var_os("PERSONKIT_HARVEST_HOME")
+                .filter(|h| !h.is_empty())
+                .or_else(|| std::env::var_os("HOME"))
                 .map(PathBuf::from)
                 .context("no home folder: set HOME, or pass --home / PERSONKIT_HARVEST_HOME")?,
         };
@@ -249,6 +251,36 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
         ],
         &table,
     )?;
+    for r in &rows {
+        if let Some(set) = &r.retention {
+            let keeps = match set.days {
+                Some(d) => format!("deletes sessions {d} days after their last change"),
+                None => "keeps sessions forever".into(),
+            };
+            println!(
+                "\n{}: {keeps} (`{}` in {}{})",
+                r.name,
+                set.name,
+                set.file,
+                if set.default {
+                    ", not set: the default"
+                } else {
+                    ""
+                }
+            );
+        }
+        for w in &r.warnings {
+            println!("  {}: {}\n  → {}", w.level.to_uppercase(), w.message, w.fix);
+        }
+        if r.only_copies > 0 {
+            println!(
+                "  {} thread{} from {} whose files the tool deleted: personkit holds the only copy",
+                r.only_copies,
+                if r.only_copies == 1 { "" } else { "s" },
+                r.name
+            );
+        }
+    }
     if !rows.iter().any(|r| r.enabled) {
         println!(
             "\nNo source is enabled: `personkit harvest enable claude-code` (or codex, gemini-cli, aider, continue)."

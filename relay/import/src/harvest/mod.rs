@@ -22,6 +22,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod continue_dev;
 pub mod gemini_cli;
+pub mod retention;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -226,6 +227,8 @@ pub struct SourceReport {
     pub files_read: u64,
     /// Files found replaced or truncated since the last run, read again from the start.
     pub files_replaced: u64,
+    /// Files read before that this run found deleted (their threads are now the only copy).
+    pub files_gone: u64,
     /// Turns handed to storage, and what storage did with them.
     pub turns: u64,
     pub stored: u64,
@@ -306,6 +309,17 @@ pub fn run(
             });
             harvest_file(&mut sink, &mut sr, source, f, config, now)?;
         }
+        // A file read before and now gone was deleted by its tool: what it held is the corpus's only copy.
+        for known in
+            state::present_paths(sink.connection(), source.name()).map_err(StorageError::from)?
+        {
+            let p = Path::new(&known);
+            if !files.iter().any(|f| f == p) && !p.exists() {
+                state::mark_gone(sink.connection(), source.name(), &known, now)
+                    .map_err(StorageError::from)?;
+                sr.files_gone += 1;
+            }
+        }
         let s = &sink.summary;
         sr.turns = s.turns;
         sr.stored = s.stored;
@@ -331,6 +345,11 @@ pub fn run(
             first_problem.as_deref(),
         )
         .map_err(StorageError::from)?;
+        let enabled = state::sources(sink.connection())
+            .map_err(StorageError::from)?
+            .iter()
+            .any(|r| r.name == source.name() && r.enabled);
+        save_warnings(sink.connection(), config, source, enabled, Some(now), now)?;
         progress(Progress {
             source,
             files_done: files.len() as u64,
@@ -338,7 +357,32 @@ pub fn run(
         });
         report.sources.push(sr);
     }
+    // A tool whose sessions are not harvested may still delete them: its warnings are kept current too.
+    for s in Source::ALL {
+        if !sources.contains(&s) && retention::setting(config, s).is_some() {
+            let row = state::sources(conn).map_err(StorageError::from)?;
+            let row = row.iter().find(|r| r.name == s.name());
+            let last = row
+                .and_then(|r| r.last_run_at.as_deref())
+                .and_then(personkit_store::clock::parse_time);
+            save_warnings(conn, config, s, row.is_some_and(|r| r.enabled), last, now)?;
+        }
+    }
     Ok(report)
+}
+
+fn save_warnings(
+    conn: &Connection,
+    config: &Config,
+    s: Source,
+    enabled: bool,
+    last_run: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Result<(), StorageError> {
+    let w = retention::warnings(conn, config, s, enabled, last_run, now);
+    let json = serde_json::to_string(&w).unwrap_or_else(|_| "[]".into());
+    state::set_warnings(conn, s.name(), &json).map_err(StorageError::from)?;
+    Ok(())
 }
 
 /// One file's facts from the OS.
@@ -432,16 +476,30 @@ impl Collected {
 
     /// Stores what was gathered; `file_ms` (the file's modification time) stands for the time of turns whose
     /// source records none.
-    fn store(&mut self, sink: &mut Sink<'_>, file_ms: Option<i64>) -> Result<(), StorageError> {
+    /// Returns the ids of the threads the turns went to.
+    fn store(
+        &mut self,
+        sink: &mut Sink<'_>,
+        file_ms: Option<i64>,
+    ) -> Result<Vec<String>, StorageError> {
+        let mut threads = Vec::new();
         for mut c in std::mem::take(&mut self.convs) {
             if c.updated_at_ms.is_none() {
                 c.updated_at_ms = file_ms;
             }
             sink.put(&c)?;
+            threads.push(identity_thread(&c.surface, &c.conversation_id));
         }
         self.turns = 0;
-        sink.flush()
+        sink.flush()?;
+        Ok(threads)
     }
+}
+
+fn identity_thread(surface: &str, conversation_id: &str) -> String {
+    personkit_shared::ids::thread_id(surface, conversation_id)
+        .hyphenated()
+        .to_string()
 }
 
 /// What a parser reports besides turns.
@@ -748,7 +806,8 @@ fn whole_file(
         }
         merge_notes(sr, path, notes);
         let before = sink.summary.stored;
-        out.store(sink, st.mtime_ms)?;
+        let threads = out.store(sink, st.mtime_ms)?;
+        state::link_threads(sink.connection(), source.name(), &row.path, &threads)?;
         sr.files_read += 1;
         row.turns += sink.summary.stored - before;
     }
@@ -821,7 +880,8 @@ fn line_file(
                       lines: u64|
      -> Result<(), FileError> {
         let before = sink.summary.stored;
-        out.store(sink, st.mtime_ms)?;
+        let threads = out.store(sink, st.mtime_ms)?;
+        state::link_threads(sink.connection(), source.name(), &row.path, &threads)?;
         row.turns += sink.summary.stored - before;
         row.read_to = to;
         row.lines = lines;
@@ -939,12 +999,20 @@ pub struct SourceStatus {
     /// Files known (read at least once) and turns stored from them.
     pub files: u64,
     pub turns: u64,
+    /// The tool's own setting that deletes its sessions, when it has one.
+    pub retention: Option<retention::Setting>,
+    /// When that setting will delete sessions before a harvest could copy them, and what to do.
+    pub warnings: Vec<retention::Warning>,
+    /// Threads whose every transcript file the tool has deleted: the corpus holds the only copy.
+    pub only_copies: u64,
 }
 
 pub fn status(conn: &Connection, config: &Config) -> Result<Vec<SourceStatus>, StorageError> {
     let mut cfg = config.clone();
     cfg.load(conn)?;
     let rows = state::sources(conn)?;
+    let only = state::only_copies(conn)?;
+    let now = OffsetDateTime::now_utc();
     let mut out = Vec::new();
     for s in Source::ALL {
         let row = rows.iter().find(|r| r.name == s.name());
@@ -964,6 +1032,17 @@ pub fn status(conn: &Connection, config: &Config) -> Result<Vec<SourceStatus>, S
             last_error: row.and_then(|r| r.last_error.clone()),
             files,
             turns,
+            retention: retention::setting(&cfg, s),
+            warnings: retention::warnings(
+                conn,
+                &cfg,
+                s,
+                row.is_some_and(|r| r.enabled),
+                row.and_then(|r| r.last_run_at.as_deref())
+                    .and_then(personkit_store::clock::parse_time),
+                now,
+            ),
+            only_copies: only.iter().filter(|o| o.source == s.name()).count() as u64,
         });
     }
     Ok(out)

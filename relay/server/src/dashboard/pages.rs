@@ -155,6 +155,16 @@ fn light(status: read::StatusName) -> Markup {
 // ---------------------------------------------------------------------------------------------------------------
 // Overview
 
+/// A harvest retention warning as the harvest pass saved it (`personkit_import::harvest::retention::Warning`).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct ToolWarning {
+    source: String,
+    level: String,
+    message: String,
+    fix: String,
+}
+
 pub(super) async fn overview(
     State(st): State<AppState>,
     Extension(secret): Extension<SessionSecret>,
@@ -162,16 +172,22 @@ pub(super) async fn overview(
     let now = st.clock.now();
     let key = st.embedder.as_ref().map(|e| e.model_key());
     let key2 = key.clone();
-    let (surfaces, counts, coverage) = run(&st, "reload the page", move |c| {
+    let (surfaces, counts, coverage, tools) = run(&st, "reload the page", move |c| {
         let s = read::surface_states(c, now)?;
         let n = read::counts(c, now)?;
         let cov = match &key2 {
             Some(k) => Some(personkit_store::vectors::coverage(c, k)?),
             None => None,
         };
-        Ok::<_, ReadError>((s, n, cov))
+        let warnings: Vec<(String, Vec<ToolWarning>)> = personkit_store::harvest::warnings(c)?
+            .into_iter()
+            .map(|(name, json)| (name, serde_json::from_str(&json).unwrap_or_default()))
+            .collect();
+        let only = personkit_store::harvest::only_copies(c)?.len();
+        Ok::<_, ReadError>((s, n, cov, (warnings, only)))
     })
     .await?;
+    let (tool_warnings, only_copies) = tools;
     let size = personkit_store::db::size_on_disk(st.db.path());
     let ctx = ctx(st, secret);
     Ok(layout(
@@ -207,6 +223,21 @@ pub(super) async fn overview(
                                 }
                             }
                         }
+                    }
+                }
+            }
+            @if tool_warnings.iter().any(|(_, w)| !w.is_empty()) || only_copies > 0 {
+                section aria-labelledby="tools" {
+                    h2 #tools { "Local AI tools" }
+                    @for (_, ws) in &tool_warnings {
+                        @for w in ws {
+                            p class={"warning " (w.level)} role="alert" {
+                                strong { (w.source) ": " } (w.message) br; span.hint { "What to do: " (w.fix) }
+                            }
+                        }
+                    }
+                    @if only_copies > 0 {
+                        p.notice { (only_copies) " conversation" @if only_copies != 1 { "s" } " whose transcript files their tool deleted: this corpus holds the only copy (marked on each thread)." }
                     }
                 }
             }
@@ -390,8 +421,10 @@ pub(super) async fn thread(
 ) -> Page {
     let p = Params::parse(uri.query(), &["cursor"], THREAD_HINT)?;
     let cursor = p.get("cursor");
-    let d = run(&st, THREAD_HINT, move |c| {
-        read::get_thread(c, &id, false, TURNS_PER_PAGE, cursor.as_deref())
+    let (d, only_copy) = run(&st, THREAD_HINT, move |c| {
+        let d = read::get_thread(c, &id, false, TURNS_PER_PAGE, cursor.as_deref())?;
+        let only = personkit_store::harvest::only_copy(c, &d.thread.id)?;
+        Ok::<_, ReadError>((d, only))
     })
     .await?;
     let now = st.clock.now();
@@ -411,6 +444,11 @@ pub(super) async fn thread(
                 span title=(t.surface) { (site_name(&t.surface)) } " · " (t.turns) " turns · last activity " (time_el(&t.last_seen_at, now))
                 " · first seen " (when(&t.first_seen_at))
                 " · " (completeness(&t.completeness, now))
+            }
+            @if let Some(o) = &only_copy {
+                p.notice.skipped role="note" {
+                    strong { "Only copy." } " " (o.source) " deleted its transcript file (" (when(&o.gone_at)) "); this corpus holds the only copy of this conversation."
+                }
             }
             p.actions {
                 @if let Some(u) = original_link(t.url.as_deref()) {
