@@ -55,7 +55,8 @@ impl HomeArg {
                 .map(PathBuf::from)
                 .context("no home folder: set HOME, or pass --home / PERSONKIT_HARVEST_HOME")?,
         };
-        Ok(Config::new(home))
+        // Where the tools themselves were told to keep their files (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`, …).
+        Ok(Config::new(home).with_tool_env(|k| std::env::var_os(k)))
     }
 }
 
