@@ -245,3 +245,187 @@ fn gemini_cli_project_slug_folders_are_read_and_titled_by_project() {
     assert_eq!((g[0].2.as_str(), g[0].3.as_str()), ("user", "List the open TODOs in src/."));
     assert!(g[1].3.contains("[reasoning]\n**Searching** grep for TODO under src."));
 }
+
+// ---- Cline and Roo Code task folders ----
+
+const CLINE_TASKS: &str = ".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks";
+const ROO_TASKS: &str = ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks";
+
+#[test]
+fn cline_tasks_keep_tool_results_and_environment_apart_from_the_users_words() {
+    let t = Tmp::new();
+    copy_tree(&fixtures().join("cline"), &t.home);
+    let c = t.config();
+    assert_eq!(c.roots(Source::Cline), vec![t.home.join(CLINE_TASKS)]);
+    let r = t.run(&c, &[Source::Cline]);
+    let s = source(&r, Source::Cline);
+    assert_eq!((s.files, s.stored), (1, 8), "{s:?}");
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    accounted(s);
+    let ct = t.turns("harvest:cline");
+    assert_eq!(ct.len(), 8);
+    assert!(ct.iter().all(|x| x.0 == "1762077600000"));
+    // Titled by the task as the panel showed it (its first line).
+    assert_eq!(ct[0].1.as_deref(), Some("Add a --verbose flag to the kite CLI."));
+    let roles: Vec<&str> = ct.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "tool", "assistant", "tool", "assistant", "user", "assistant"]
+    );
+    // The task's words are the user's; the wrapper is gone and the environment dump is an injected block.
+    assert!(ct[0].3.starts_with("Add a --verbose flag to the kite CLI."), "{}", ct[0].3);
+    assert!(!ct[0].3.contains("<task>"));
+    assert!(ct[0].3.contains("[injected: environment_details]"));
+    // Tool-use XML stays text; a tool's result is tool output, not the user's words.
+    assert!(ct[1].3.contains("<read_file>"));
+    assert!(ct[2].3.contains("kite::Args::parse()"), "{}", ct[2].3);
+    // Feedback given with a result is the user's.
+    assert!(ct[6].3.starts_with("Also accept -v as the short form."), "{}", ct[6].3);
+    assert!(ct[6].3.contains("[tool output]"));
+    let again = t.run(&c, &[Source::Cline]);
+    assert_eq!(source(&again, Source::Cline).stored, 0);
+}
+
+#[test]
+fn a_growing_cline_task_stores_only_new_messages_and_a_bad_message_is_a_problem() {
+    let t = Tmp::new();
+    copy_tree(&fixtures().join("cline"), &t.home);
+    let file = t
+        .home
+        .join(CLINE_TASKS)
+        .join("1762077600000/api_conversation_history.json");
+    let full: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let all = full.as_array().unwrap().clone();
+    std::fs::write(&file, serde_json::to_vec(&all[..6]).unwrap()).unwrap();
+    let c = t.config();
+    let first = t.run(&c, &[Source::Cline]);
+    assert_eq!(source(&first, Source::Cline).stored, 6);
+    // Cline rewrites the whole file as the task goes on; one message is damaged.
+    let mut grown = all.clone();
+    grown.insert(7, serde_json::json!(42));
+    std::fs::write(&file, serde_json::to_vec(&grown).unwrap()).unwrap();
+    let second = t.run(&c, &[Source::Cline]);
+    let s = source(&second, Source::Cline);
+    assert_eq!((s.stored, s.duplicate), (2, 6), "{s:?}");
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    assert!(s.problems[0].message.contains("message 8"), "{:?}", s.problems);
+    assert_eq!(s.records.problems, 1);
+    accounted(s);
+}
+
+#[test]
+fn roo_code_tasks_keep_reasoning_tools_times_and_the_condensed_summary_as_context() {
+    let t = Tmp::new();
+    copy_tree(&fixtures().join("roo-code"), &t.home);
+    let c = t.config();
+    assert_eq!(c.roots(Source::RooCode), vec![t.home.join(ROO_TASKS)]);
+    let r = t.run(&c, &[Source::RooCode]);
+    let s = source(&r, Source::RooCode);
+    assert_eq!((s.files, s.stored), (1, 6), "{s:?}");
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    accounted(s);
+    let rt = t.turns("harvest:roo-code");
+    assert_eq!(rt[0].0, "0f3c9a52-2b7e-4d61-8e10-5a4b3c2d1e0f");
+    // No `say: task` in the panel's messages: titled by the first `<task>`.
+    assert_eq!(rt[0].1.as_deref(), Some("Why does kite drop the first packet?"));
+    let roles: Vec<&str> = rt.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(roles[..5], ["user", "assistant", "tool", "assistant", "user"]);
+    assert!(rt[1].3.contains("[reasoning]\nThe handshake may be discarding the buffer."));
+    assert!(rt[1].3.contains("[tool: search_files]"));
+    assert!(rt[2].3.contains("buf.clear(); // after handshake"));
+    assert!(rt[4].3.starts_with("Fix it, keep the buffer."));
+    assert!(rt[4].3.contains("[injected: environment_details]"));
+    assert!(rt[5].3.starts_with("[context]"), "{}", rt[5].3);
+    // Roo Code's message times are kept.
+    let conn = personkit_store::db::open_read_only(&t.db).unwrap();
+    let first_at: Option<String> = conn
+        .query_row(
+            "SELECT MIN(m.occurred_at) FROM messages m JOIN threads t ON t.id = m.thread_id
+             WHERE t.surface = 'harvest:roo-code'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(first_at.unwrap().starts_with("2025-11-24"));
+}
+
+// ---- Qwen Code ----
+
+const QWEN_FILE: &str =
+    "projects/-home-ada-src-kite/chats/7d2e4f60-1a3b-4c5d-8e9f-0a1b2c3d4e5f.jsonl";
+
+#[test]
+fn qwen_code_sessions_tree_tools_thoughts_and_system_records() {
+    let t = Tmp::new();
+    // Where QWEN_RUNTIME_DIR points instead of ~/.qwen.
+    let rt = t.put("qwen-code/.qwen", "qwen-runtime");
+    let c = t
+        .config()
+        .with_tool_env(env(&[("QWEN_RUNTIME_DIR", &rt)]));
+    assert_eq!(c.roots(Source::QwenCode), vec![rt.join("projects")]);
+    let r = t.run(&c, &[Source::QwenCode]);
+    let s = source(&r, Source::QwenCode);
+    assert_eq!((s.files, s.stored), (1, 7), "{s:?}");
+    assert_eq!(s.records.skipped, 2, "{s:?}");
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    accounted(s);
+    let q = t.turns("harvest:qwen-code");
+    assert_eq!(q.len(), 7);
+    assert_eq!(q[0].0, "7d2e4f60-1a3b-4c5d-8e9f-0a1b2c3d4e5f");
+    assert_eq!(q[6].1.as_deref(), Some("Slow tests in kite"));
+    assert_eq!((q[0].2.as_str(), q[0].3.as_str()), ("user", "Why is cargo test slow in kite?"));
+    assert_eq!(q[1].2, "assistant");
+    assert!(q[1].3.contains("[/reasoning]\n\nLet me read Cargo.toml."), "{}", q[1].3);
+    assert!(q[1].3.contains("[reasoning]\nThe test profile may not optimise dependencies."));
+    assert!(q[1].3.contains("[tool: read_file]"));
+    assert_eq!(q[2].2, "tool");
+    assert!(q[2].3.contains("opt-level = 0"));
+    // System records and text the tool wrote into the conversation are context, not the user's words.
+    let context: Vec<_> = q.iter().filter(|x| x.3.starts_with("[context]")).collect();
+    assert_eq!(context.len(), 3, "{q:?}");
+    assert!(context.iter().any(|x| x.3.contains("[slash_command]")));
+    assert!(context.iter().any(|x| x.3.contains("state_snapshot")));
+    let again = t.run(&c, &[Source::QwenCode]);
+    assert_eq!(source(&again, Source::QwenCode).stored, 0);
+}
+
+#[test]
+fn a_growing_qwen_code_session_stores_only_new_turns_and_a_bad_line_is_a_problem() {
+    let t = Tmp::new();
+    let src = std::fs::read_to_string(fixtures().join("qwen-code/.qwen").join(QWEN_FILE)).unwrap();
+    let lines: Vec<&str> = src.lines().collect();
+    let file = t.home.join(".qwen").join(QWEN_FILE);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, lines[..4].join("\n") + "\n").unwrap();
+    let c = t.config();
+    let first = t.run(&c, &[Source::QwenCode]);
+    assert_eq!(source(&first, Source::QwenCode).stored, 4);
+    append(&file, "{\"uuid\": \"q-x\", \"type\": \n");
+    append(&file, &(lines[4..].join("\n") + "\n"));
+    let second = t.run(&c, &[Source::QwenCode]);
+    let s = source(&second, Source::QwenCode);
+    assert_eq!((s.stored, s.duplicate), (3, 0), "{s:?}");
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    assert_eq!(s.problems[0].line, Some(5));
+    accounted(s);
+}
+
+#[test]
+fn the_new_sources_are_listed_and_enabled_by_name() {
+    let t = Tmp::new();
+    copy_tree(&fixtures().join("cline"), &t.home);
+    for name in ["cline", "roo-code", "qwen-code"] {
+        assert_eq!(Source::parse(name).map(|s| s.name()), Some(name));
+    }
+    let conn = personkit_store::db::open(&t.db).unwrap();
+    personkit_store::harvest::set_enabled(&conn, "cline", true).unwrap();
+    let c = t.config();
+    let mut enabled_from_corpus = c.clone();
+    assert_eq!(enabled_from_corpus.load(&conn).unwrap(), vec![Source::Cline]);
+    let list = harvest::status(&conn, &c).unwrap();
+    let cline = list.iter().find(|s| s.name == "cline").unwrap();
+    assert!(cline.enabled && cline.found, "{cline:?}");
+    let qwen = list.iter().find(|s| s.name == "qwen-code").unwrap();
+    assert!(!qwen.enabled && !qwen.found, "{qwen:?}");
+}

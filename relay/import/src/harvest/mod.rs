@@ -19,9 +19,11 @@
 
 pub mod aider;
 pub mod claude_code;
+pub mod cline;
 pub mod codex;
 pub mod continue_dev;
 pub mod gemini_cli;
+pub mod qwen_code;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -52,15 +54,22 @@ pub enum Source {
     GeminiCli,
     Aider,
     Continue,
+    // Task and session files of more tools (each module says where and what).
+    Cline,
+    RooCode,
+    QwenCode,
 }
 
 impl Source {
-    pub const ALL: [Source; 5] = [
+    pub const ALL: [Source; 8] = [
         Source::ClaudeCode,
         Source::Codex,
         Source::GeminiCli,
         Source::Aider,
         Source::Continue,
+        Source::Cline,
+        Source::RooCode,
+        Source::QwenCode,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +79,9 @@ impl Source {
             Source::GeminiCli => "gemini-cli",
             Source::Aider => "aider",
             Source::Continue => "continue",
+            Source::Cline => "cline",
+            Source::RooCode => "roo-code",
+            Source::QwenCode => "qwen-code",
         }
     }
 
@@ -91,6 +103,9 @@ impl Source {
             Source::GeminiCli => Some(".gemini/tmp"),
             Source::Aider => None,
             Source::Continue => Some(".continue/sessions"),
+            Source::Cline => Some(".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks"),
+            Source::RooCode => Some(".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks"),
+            Source::QwenCode => Some(".qwen/projects"),
         }
     }
 
@@ -119,11 +134,28 @@ impl Source {
             Source::Continue => {
                 rel.components().count() == 1 && name.ends_with(".json") && name != "sessions.json"
             }
+            // `<task id>/api_conversation_history.json`.
+            Source::Cline | Source::RooCode => {
+                rel.components().count() == 2 && name == cline::FILE_NAME
+            }
+            // `<encoded project path>/chats/<session>.jsonl`, or `chats/archive/`.
+            Source::QwenCode => {
+                let dirs: Vec<_> = rel
+                    .parent()
+                    .map(|p| p.components().map(|c| c.as_os_str()).collect())
+                    .unwrap_or_default();
+                name.ends_with(".jsonl")
+                    && (dirs.len() == 2 && dirs[1] == "chats"
+                        || dirs.len() == 3 && dirs[1] == "chats" && dirs[2] == "archive")
+            }
         }
     }
 
     fn whole_file(self) -> bool {
-        matches!(self, Source::GeminiCli | Source::Continue)
+        matches!(
+            self,
+            Source::GeminiCli | Source::Continue | Source::Cline | Source::RooCode
+        )
     }
 }
 
@@ -157,7 +189,14 @@ impl Config {
 
     /// The environment variables the tools themselves read to move where they keep their files: Claude Code's
     /// `CLAUDE_CONFIG_DIR` (instead of `~/.claude`), Codex CLI's `CODEX_HOME` (instead of `~/.codex`).
-    pub const TOOL_ENV: &'static [&'static str] = &["CLAUDE_CONFIG_DIR", "CODEX_HOME"];
+    /// Qwen Code's `QWEN_RUNTIME_DIR` (instead of `~/.qwen`); `XDG_CONFIG_HOME` (instead of `~/.config`) for the
+    /// VS Code family's user folders on Linux.
+    pub const TOOL_ENV: &'static [&'static str] = &[
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "QWEN_RUNTIME_DIR",
+        "XDG_CONFIG_HOME",
+    ];
 
     /// `tool_env` filled from `get` (normally `std::env::var_os`); empty values are ignored.
     pub fn with_tool_env(mut self, get: impl Fn(&str) -> Option<std::ffi::OsString>) -> Config {
@@ -167,6 +206,40 @@ impl Config {
             }
         }
         self
+    }
+
+    /// An extension's folder in the user folder of each VS Code-family editor found on this machine (VS Code,
+    /// Insiders, VSCodium, Cursor, Windsurf), or of VS Code alone when none is.
+    fn code_extension_dirs(&self, extension: &str) -> Vec<PathBuf> {
+        let bases = [
+            self.tool_dir("XDG_CONFIG_HOME", ".config"),
+            self.home.join("Library/Application Support"),
+            self.home.join("AppData/Roaming"),
+        ];
+        let hosts = ["Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf"];
+        let tail = |b: &Path, h: &str| {
+            b.join(h)
+                .join("User/globalStorage")
+                .join(extension)
+                .join("tasks")
+        };
+        let found: Vec<PathBuf> = bases
+            .iter()
+            .flat_map(|b| hosts.iter().map(move |h| (b, *h)))
+            .filter(|(b, h)| b.join(h).join("User").is_dir())
+            .map(|(b, h)| tail(b, h))
+            .collect();
+        if !found.is_empty() {
+            return found;
+        }
+        let base = if cfg!(target_os = "macos") {
+            &bases[1]
+        } else if cfg!(windows) {
+            &bases[2]
+        } else {
+            &bases[0]
+        };
+        vec![tail(base, "Code")]
     }
 
     /// A tool's own folder: `var` when it is set, else `default` under the home folder.
@@ -213,6 +286,9 @@ impl Config {
                 let base = self.tool_dir("CODEX_HOME", ".codex");
                 vec![base.join("sessions"), base.join("archived_sessions")]
             }
+            Source::Cline => self.code_extension_dirs(cline::CLINE_EXTENSION),
+            Source::RooCode => self.code_extension_dirs(cline::ROO_EXTENSION),
+            Source::QwenCode => vec![self.tool_dir("QWEN_RUNTIME_DIR", ".qwen").join("projects")],
             _ => match s.default_dir() {
                 Some(d) => vec![self.home.join(d)],
                 None => self.aider_folders.clone(),
@@ -772,6 +848,9 @@ fn whole_file(
         let parsed = match source {
             Source::GeminiCli => gemini_cli::read(path, &bytes, &mut out, &mut notes),
             Source::Continue => continue_dev::read(path, &bytes, &mut out, &mut notes),
+            Source::Cline | Source::RooCode => {
+                cline::read(source, path, &bytes, &mut out, &mut notes)
+            }
             _ => Ok(()),
         };
         if let Err(why) = parsed {
@@ -944,6 +1023,7 @@ fn json_line(
             Ok(v) if v.is_object() => match source {
                 Source::ClaudeCode => claude_code::Parser.line(meta, at, v, out, notes),
                 Source::Codex => codex::Parser.line(meta, at, v, out, notes),
+                Source::QwenCode => qwen_code::Parser.line(meta, at, v, out, notes),
                 _ => {}
             },
             Ok(v) => notes.problems.push((
