@@ -96,7 +96,7 @@ impl Tmp {
     }
 }
 
-fn source<'a>(r: &'a Report, s: Source) -> &'a SourceReport {
+fn source(r: &Report, s: Source) -> &SourceReport {
     r.sources.iter().find(|x| x.source == s.name()).unwrap()
 }
 
@@ -415,7 +415,7 @@ fn a_growing_qwen_code_session_stores_only_new_turns_and_a_bad_line_is_a_problem
 fn the_new_sources_are_listed_and_enabled_by_name() {
     let t = Tmp::new();
     copy_tree(&fixtures().join("cline"), &t.home);
-    for name in ["cline", "roo-code", "qwen-code"] {
+    for name in ["cline", "roo-code", "qwen-code", "grok-build", "kiro", "amp"] {
         assert_eq!(Source::parse(name).map(|s| s.name()), Some(name));
     }
     let conn = personkit_store::db::open(&t.db).unwrap();
@@ -428,4 +428,154 @@ fn the_new_sources_are_listed_and_enabled_by_name() {
     assert!(cline.enabled && cline.found, "{cline:?}");
     let qwen = list.iter().find(|s| s.name == "qwen-code").unwrap();
     assert!(!qwen.enabled && !qwen.found, "{qwen:?}");
+}
+
+// ---- Grok Build ----
+
+const GROK_A: &str = "sessions/%2Fhome%2Fada%2Fsrc%2Fkite/01JD2K8Q7ZAB/updates.jsonl";
+
+#[test]
+fn grok_build_updates_are_joined_by_prompt_and_chat_history_is_read_when_present() {
+    let t = Tmp::new();
+    let gh = t.put("grok-build/.grok", "grok-home");
+    let c = t.config().with_tool_env(env(&[("GROK_HOME", &gh)]));
+    assert_eq!(c.roots(Source::GrokBuild), vec![gh.join("sessions")]);
+    let r = t.run(&c, &[Source::GrokBuild]);
+    let s = source(&r, Source::GrokBuild);
+    assert_eq!((s.files, s.stored), (3, 9), "{s:?}");
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    assert_eq!(
+        s.records_skipped
+            .get("grok-build:updates.jsonl (chat_history.jsonl read instead)"),
+        Some(&1)
+    );
+    accounted(s);
+    let g = t.turns("harvest:grok-build");
+    let a: Vec<_> = g.iter().filter(|x| x.0 == "01JD2K8Q7ZAB").collect();
+    assert_eq!(a.len(), 4, "{g:?}");
+    assert_eq!(a[0].1.as_deref(), Some("Retry fetch_frames"));
+    assert_eq!((a[0].2.as_str(), a[0].3.as_str()), ("user", "Add a retry to fetch_frames."));
+    assert_eq!(a[1].2, "assistant");
+    assert!(a[1].3.contains("[reasoning]\nfetch_frames is in src/net.rs.\n"), "{}", a[1].3);
+    assert!(a[1].3.contains("I added three retries with backoff."));
+    assert!(a[1].3.contains("[tool: read_file]") && a[1].3.contains("conn.read_all()"));
+    assert_eq!(a[3].3, "Done: five retries.");
+    let b: Vec<_> = g.iter().filter(|x| x.0 == "01JD3M1X4YCD").collect();
+    let roles: Vec<&str> = b.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(roles[1..], ["user", "assistant", "tool", "assistant"], "{b:?}");
+    assert!(b[0].3.starts_with("[context]"));
+    assert!(b[2].3.contains("[reasoning]\nRead src/frame.rs first."));
+    assert_eq!(b[4].1.as_deref(), Some("What a Frame holds"));
+    let again = t.run(&c, &[Source::GrokBuild]);
+    assert_eq!(source(&again, Source::GrokBuild).stored, 0);
+}
+
+#[test]
+fn a_growing_grok_build_session_stores_only_new_turns_and_a_bad_line_is_a_problem() {
+    let t = Tmp::new();
+    let src = std::fs::read_to_string(fixtures().join("grok-build/.grok").join(GROK_A)).unwrap();
+    let lines: Vec<&str> = src.lines().collect();
+    let file = t.home.join(".grok").join(GROK_A);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, lines[..8].join("\n") + "\n").unwrap();
+    let c = t.config();
+    let first = t.run(&c, &[Source::GrokBuild]);
+    assert_eq!(source(&first, Source::GrokBuild).stored, 2);
+    append(&file, "{\"timestamp\": 1767607250000, \"params\": \n");
+    append(&file, &(lines[8..].join("\n") + "\n"));
+    let second = t.run(&c, &[Source::GrokBuild]);
+    let s = source(&second, Source::GrokBuild);
+    assert_eq!((s.stored, s.duplicate), (2, 2), "{s:?}");
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    assert_eq!(s.problems[0].line, Some(9));
+    accounted(s);
+}
+
+// ---- Kiro CLI ----
+
+const KIRO_FILE: &str = ".kiro/sessions/cli/5b0c7d2e-8f91-4a3b-b6c5-d4e3f2a1b0c9.jsonl";
+
+#[test]
+fn kiro_cli_streamed_pieces_of_a_message_are_one_turn() {
+    let t = Tmp::new();
+    copy_tree(&fixtures().join("kiro"), &t.home);
+    let c = t.config();
+    let r = t.run(&c, &[Source::Kiro]);
+    let s = source(&r, Source::Kiro);
+    assert_eq!((s.files, s.stored), (1, 4), "{s:?}");
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    accounted(s);
+    let k = t.turns("harvest:kiro");
+    assert_eq!(k[0].0, "5b0c7d2e-8f91-4a3b-b6c5-d4e3f2a1b0c9");
+    assert_eq!(k[0].1.as_deref(), Some("kite"));
+    let roles: Vec<&str> = k.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    assert!(k[1].3.starts_with("Running the tests now."), "{}", k[1].3);
+    assert!(k[1].3.contains("[tool: execute_bash]"));
+    assert!(k[2].3.contains("test net::retry ... FAILED"));
+    let again = t.run(&c, &[Source::Kiro]);
+    assert_eq!(source(&again, Source::Kiro).stored, 0);
+}
+
+#[test]
+fn a_growing_kiro_session_stores_only_new_turns_and_a_bad_line_is_a_problem() {
+    let t = Tmp::new();
+    copy_tree(&fixtures().join("kiro"), &t.home);
+    let file = t.home.join(KIRO_FILE);
+    let src = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = src.lines().collect();
+    std::fs::write(&file, lines[..3].join("\n") + "\n").unwrap();
+    let c = t.config();
+    let first = t.run(&c, &[Source::Kiro]);
+    assert_eq!(source(&first, Source::Kiro).stored, 2);
+    append(&file, "not json at all\n");
+    append(&file, &(lines[3..].join("\n") + "\n"));
+    let second = t.run(&c, &[Source::Kiro]);
+    let s = source(&second, Source::Kiro);
+    assert_eq!((s.stored, s.duplicate), (2, 2), "{s:?}");
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    assert_eq!(s.problems[0].line, Some(4));
+    accounted(s);
+}
+
+// ---- Amp (threads older builds kept locally) ----
+
+const AMP_FILE: &str =
+    "data/amp/threads/T-7f3e2a10-4c5d-4e6f-8a9b-0c1d2e3f4a5b.json";
+
+#[test]
+fn amp_threads_keep_reasoning_tools_and_a_bad_message_is_a_problem() {
+    let t = Tmp::new();
+    // Where XDG_DATA_HOME points instead of ~/.local/share.
+    let data = t.put("amp/.local/share", "data");
+    let c = t.config().with_tool_env(env(&[("XDG_DATA_HOME", &data)]));
+    assert_eq!(c.roots(Source::Amp), vec![data.join("amp/threads")]);
+    let file = t.dir.path().join(AMP_FILE);
+    let mut thread: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let all = thread["messages"].as_array().unwrap().clone();
+    thread["messages"] = serde_json::Value::Array(all[..2].to_vec());
+    std::fs::write(&file, serde_json::to_vec(&thread).unwrap()).unwrap();
+    let first = t.run(&c, &[Source::Amp]);
+    assert_eq!(source(&first, Source::Amp).stored, 2);
+    // The thread grows; one message is damaged.
+    let mut grown = all.clone();
+    grown.insert(2, serde_json::json!("garbled"));
+    thread["messages"] = serde_json::Value::Array(grown);
+    std::fs::write(&file, serde_json::to_vec(&thread).unwrap()).unwrap();
+    let second = t.run(&c, &[Source::Amp]);
+    let s = source(&second, Source::Amp);
+    assert_eq!((s.stored, s.duplicate), (2, 2), "{s:?}");
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    accounted(s);
+    let a = t.turns("harvest:amp");
+    assert_eq!(a[0].0, "T-7f3e2a10-4c5d-4e6f-8a9b-0c1d2e3f4a5b");
+    assert_eq!(a[0].1.as_deref(), Some("Parse frames without copying"));
+    let roles: Vec<&str> = a.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    assert!(a[1].3.contains("[reasoning]\nparse takes Vec<u8>; a slice is enough."));
+    assert!(a[1].3.contains("[tool: edit_file]"));
+    assert!(a[2].3.contains("+pub fn parse(b: &[u8])"));
+    let again = t.run(&c, &[Source::Amp]);
+    assert_eq!(source(&again, Source::Amp).stored, 0);
 }

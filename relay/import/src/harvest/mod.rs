@@ -18,11 +18,14 @@
 //! turn counted in the report.
 
 pub mod aider;
+pub mod amp;
 pub mod claude_code;
 pub mod cline;
 pub mod codex;
 pub mod continue_dev;
 pub mod gemini_cli;
+pub mod grok;
+pub mod kiro;
 pub mod qwen_code;
 
 use std::collections::BTreeMap;
@@ -58,10 +61,13 @@ pub enum Source {
     Cline,
     RooCode,
     QwenCode,
+    GrokBuild,
+    Kiro,
+    Amp,
 }
 
 impl Source {
-    pub const ALL: [Source; 8] = [
+    pub const ALL: [Source; 11] = [
         Source::ClaudeCode,
         Source::Codex,
         Source::GeminiCli,
@@ -70,6 +76,9 @@ impl Source {
         Source::Cline,
         Source::RooCode,
         Source::QwenCode,
+        Source::GrokBuild,
+        Source::Kiro,
+        Source::Amp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,6 +91,9 @@ impl Source {
             Source::Cline => "cline",
             Source::RooCode => "roo-code",
             Source::QwenCode => "qwen-code",
+            Source::GrokBuild => "grok-build",
+            Source::Kiro => "kiro",
+            Source::Amp => "amp",
         }
     }
 
@@ -106,6 +118,9 @@ impl Source {
             Source::Cline => Some(".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks"),
             Source::RooCode => Some(".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks"),
             Source::QwenCode => Some(".qwen/projects"),
+            Source::GrokBuild => Some(".grok/sessions"),
+            Source::Kiro => Some(".kiro/sessions/cli"),
+            Source::Amp => Some(".local/share/amp/threads"),
         }
     }
 
@@ -148,13 +163,28 @@ impl Source {
                     && (dirs.len() == 2 && dirs[1] == "chats"
                         || dirs.len() == 3 && dirs[1] == "chats" && dirs[2] == "archive")
             }
+            // `<encoded cwd>/<session id>/updates.jsonl` or `chat_history.jsonl`.
+            Source::GrokBuild => {
+                rel.components().count() == 3 && (name == grok::UPDATES || name == grok::CHAT_HISTORY)
+            }
+            // `<session id>.jsonl` (beside its `<session id>.json` header).
+            Source::Kiro => rel.components().count() == 1 && name.ends_with(".jsonl"),
+            Source::Amp => {
+                rel.components().count() == 1 && name.starts_with("T-") && name.ends_with(".json")
+            }
         }
     }
 
     fn whole_file(self) -> bool {
         matches!(
             self,
-            Source::GeminiCli | Source::Continue | Source::Cline | Source::RooCode
+            Source::GeminiCli
+                | Source::Continue
+                | Source::Cline
+                | Source::RooCode
+                | Source::GrokBuild
+                | Source::Kiro
+                | Source::Amp
         )
     }
 }
@@ -189,13 +219,16 @@ impl Config {
 
     /// The environment variables the tools themselves read to move where they keep their files: Claude Code's
     /// `CLAUDE_CONFIG_DIR` (instead of `~/.claude`), Codex CLI's `CODEX_HOME` (instead of `~/.codex`).
-    /// Qwen Code's `QWEN_RUNTIME_DIR` (instead of `~/.qwen`); `XDG_CONFIG_HOME` (instead of `~/.config`) for the
-    /// VS Code family's user folders on Linux.
+    /// Qwen Code's `QWEN_RUNTIME_DIR` (instead of `~/.qwen`), Grok Build's `GROK_HOME` (instead of `~/.grok`);
+    /// `XDG_CONFIG_HOME` (instead of `~/.config`) for the VS Code family's user folders on Linux, `XDG_DATA_HOME`
+    /// (instead of `~/.local/share`) for Amp.
     pub const TOOL_ENV: &'static [&'static str] = &[
         "CLAUDE_CONFIG_DIR",
         "CODEX_HOME",
         "QWEN_RUNTIME_DIR",
+        "GROK_HOME",
         "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
     ];
 
     /// `tool_env` filled from `get` (normally `std::env::var_os`); empty values are ignored.
@@ -289,6 +322,11 @@ impl Config {
             Source::Cline => self.code_extension_dirs(cline::CLINE_EXTENSION),
             Source::RooCode => self.code_extension_dirs(cline::ROO_EXTENSION),
             Source::QwenCode => vec![self.tool_dir("QWEN_RUNTIME_DIR", ".qwen").join("projects")],
+            Source::GrokBuild => vec![self.tool_dir("GROK_HOME", ".grok").join("sessions")],
+            Source::Amp => vec![
+                self.tool_dir("XDG_DATA_HOME", ".local/share")
+                    .join("amp/threads"),
+            ],
             _ => match s.default_dir() {
                 Some(d) => vec![self.home.join(d)],
                 None => self.aider_folders.clone(),
@@ -851,6 +889,9 @@ fn whole_file(
             Source::Cline | Source::RooCode => {
                 cline::read(source, path, &bytes, &mut out, &mut notes)
             }
+            Source::GrokBuild => grok::read(path, &bytes, &mut out, &mut notes),
+            Source::Kiro => kiro::read(path, &bytes, &mut out, &mut notes),
+            Source::Amp => amp::read(path, &bytes, &mut out, &mut notes),
             _ => Ok(()),
         };
         if let Err(why) = parsed {
