@@ -72,7 +72,15 @@ impl Tmp {
 
     fn run(&self, c: &Config, sources: &[Source]) -> Report {
         let mut conn = personkit_store::db::open(&self.db).unwrap();
-        harvest::run(&mut conn, c, sources, &Options::default(), now(), &mut |_| {}).unwrap()
+        harvest::run(
+            &mut conn,
+            c,
+            sources,
+            &Options::default(),
+            now(),
+            &mut |_| {},
+        )
+        .unwrap()
     }
 
     /// (conversation id, title, role, content) of the current turns of a surface, in thread order.
@@ -167,10 +175,9 @@ fn tool_folder_variables_move_claude_code_and_codex() {
         .filter(|x| x.0 == "0199a0b2-6c7d-7e21-8b40-2f3e4d5c6b71")
         .collect();
     assert_eq!(zst[0].3, "Which crate parses the config?", "{zst:?}");
-    assert!(
-        zst.iter()
-            .any(|x| x.3.contains("[reasoning]\n**Searching** for serde derives."))
-    );
+    assert!(zst.iter().any(|x| {
+        x.3.contains("[reasoning]\n**Searching** for serde derives.")
+    }));
     assert!(zst.iter().any(|x| x.3.contains("[tool: shell]")));
     assert!(
         zst.iter()
@@ -242,8 +249,14 @@ fn gemini_cli_project_slug_folders_are_read_and_titled_by_project() {
     let g = t.turns("harvest:gemini-cli");
     assert_eq!(g[0].0, "5e6f7a8b-1c2d-4e3f-9a0b-7c6d5e4f3a2b");
     assert_eq!(g[0].1.as_deref(), Some("kite"));
-    assert_eq!((g[0].2.as_str(), g[0].3.as_str()), ("user", "List the open TODOs in src/."));
-    assert!(g[1].3.contains("[reasoning]\n**Searching** grep for TODO under src."));
+    assert_eq!(
+        (g[0].2.as_str(), g[0].3.as_str()),
+        ("user", "List the open TODOs in src/.")
+    );
+    assert!(
+        g[1].3
+            .contains("[reasoning]\n**Searching** grep for TODO under src.")
+    );
 }
 
 // ---- Cline and Roo Code task folders ----
@@ -266,21 +279,41 @@ fn cline_tasks_keep_tool_results_and_environment_apart_from_the_users_words() {
     assert_eq!(ct.len(), 8);
     assert!(ct.iter().all(|x| x.0 == "1762077600000"));
     // Titled by the task as the panel showed it (its first line).
-    assert_eq!(ct[0].1.as_deref(), Some("Add a --verbose flag to the kite CLI."));
+    assert_eq!(
+        ct[0].1.as_deref(),
+        Some("Add a --verbose flag to the kite CLI.")
+    );
     let roles: Vec<&str> = ct.iter().map(|x| x.2.as_str()).collect();
     assert_eq!(
         roles,
-        ["user", "assistant", "tool", "assistant", "tool", "assistant", "user", "assistant"]
+        [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant"
+        ]
     );
     // The task's words are the user's; the wrapper is gone and the environment dump is an injected block.
-    assert!(ct[0].3.starts_with("Add a --verbose flag to the kite CLI."), "{}", ct[0].3);
+    assert!(
+        ct[0].3.starts_with("Add a --verbose flag to the kite CLI."),
+        "{}",
+        ct[0].3
+    );
     assert!(!ct[0].3.contains("<task>"));
     assert!(ct[0].3.contains("[injected: environment_details]"));
     // Tool-use XML stays text; a tool's result is tool output, not the user's words.
     assert!(ct[1].3.contains("<read_file>"));
     assert!(ct[2].3.contains("kite::Args::parse()"), "{}", ct[2].3);
     // Feedback given with a result is the user's.
-    assert!(ct[6].3.starts_with("Also accept -v as the short form."), "{}", ct[6].3);
+    assert!(
+        ct[6].3.starts_with("Also accept -v as the short form."),
+        "{}",
+        ct[6].3
+    );
     assert!(ct[6].3.contains("[tool output]"));
     let again = t.run(&c, &[Source::Cline]);
     assert_eq!(source(&again, Source::Cline).stored, 0);
@@ -294,8 +327,7 @@ fn a_growing_cline_task_stores_only_new_messages_and_a_bad_message_is_a_problem(
         .home
         .join(CLINE_TASKS)
         .join("1762077600000/api_conversation_history.json");
-    let full: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let full: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     let all = full.as_array().unwrap().clone();
     std::fs::write(&file, serde_json::to_vec(&all[..6]).unwrap()).unwrap();
     let c = t.config();
@@ -309,7 +341,11 @@ fn a_growing_cline_task_stores_only_new_messages_and_a_bad_message_is_a_problem(
     let s = source(&second, Source::Cline);
     assert_eq!((s.stored, s.duplicate), (2, 6), "{s:?}");
     assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
-    assert!(s.problems[0].message.contains("message 8"), "{:?}", s.problems);
+    assert!(
+        s.problems[0].message.contains("message 8"),
+        "{:?}",
+        s.problems
+    );
     assert_eq!(s.records.problems, 1);
     accounted(s);
 }
@@ -328,10 +364,20 @@ fn roo_code_tasks_keep_reasoning_tools_times_and_the_condensed_summary_as_contex
     let rt = t.turns("harvest:roo-code");
     assert_eq!(rt[0].0, "0f3c9a52-2b7e-4d61-8e10-5a4b3c2d1e0f");
     // No `say: task` in the panel's messages: titled by the first `<task>`.
-    assert_eq!(rt[0].1.as_deref(), Some("Why does kite drop the first packet?"));
+    assert_eq!(
+        rt[0].1.as_deref(),
+        Some("Why does kite drop the first packet?")
+    );
     let roles: Vec<&str> = rt.iter().map(|x| x.2.as_str()).collect();
-    assert_eq!(roles[..5], ["user", "assistant", "tool", "assistant", "user"]);
-    assert!(rt[1].3.contains("[reasoning]\nThe handshake may be discarding the buffer."));
+    assert_eq!(
+        roles[..5],
+        ["user", "assistant", "tool", "assistant", "user"]
+    );
+    assert!(
+        rt[1]
+            .3
+            .contains("[reasoning]\nThe handshake may be discarding the buffer.")
+    );
     assert!(rt[1].3.contains("[tool: search_files]"));
     assert!(rt[2].3.contains("buf.clear(); // after handshake"));
     assert!(rt[4].3.starts_with("Fix it, keep the buffer."));
@@ -360,9 +406,7 @@ fn qwen_code_sessions_tree_tools_thoughts_and_system_records() {
     let t = Tmp::new();
     // Where QWEN_RUNTIME_DIR points instead of ~/.qwen.
     let rt = t.put("qwen-code/.qwen", "qwen-runtime");
-    let c = t
-        .config()
-        .with_tool_env(env(&[("QWEN_RUNTIME_DIR", &rt)]));
+    let c = t.config().with_tool_env(env(&[("QWEN_RUNTIME_DIR", &rt)]));
     assert_eq!(c.roots(Source::QwenCode), vec![rt.join("projects")]);
     let r = t.run(&c, &[Source::QwenCode]);
     let s = source(&r, Source::QwenCode);
@@ -374,10 +418,20 @@ fn qwen_code_sessions_tree_tools_thoughts_and_system_records() {
     assert_eq!(q.len(), 7);
     assert_eq!(q[0].0, "7d2e4f60-1a3b-4c5d-8e9f-0a1b2c3d4e5f");
     assert_eq!(q[6].1.as_deref(), Some("Slow tests in kite"));
-    assert_eq!((q[0].2.as_str(), q[0].3.as_str()), ("user", "Why is cargo test slow in kite?"));
+    assert_eq!(
+        (q[0].2.as_str(), q[0].3.as_str()),
+        ("user", "Why is cargo test slow in kite?")
+    );
     assert_eq!(q[1].2, "assistant");
-    assert!(q[1].3.contains("[/reasoning]\n\nLet me read Cargo.toml."), "{}", q[1].3);
-    assert!(q[1].3.contains("[reasoning]\nThe test profile may not optimise dependencies."));
+    assert!(
+        q[1].3.contains("[/reasoning]\n\nLet me read Cargo.toml."),
+        "{}",
+        q[1].3
+    );
+    assert!(
+        q[1].3
+            .contains("[reasoning]\nThe test profile may not optimise dependencies.")
+    );
     assert!(q[1].3.contains("[tool: read_file]"));
     assert_eq!(q[2].2, "tool");
     assert!(q[2].3.contains("opt-level = 0"));
@@ -415,14 +469,24 @@ fn a_growing_qwen_code_session_stores_only_new_turns_and_a_bad_line_is_a_problem
 fn the_new_sources_are_listed_and_enabled_by_name() {
     let t = Tmp::new();
     copy_tree(&fixtures().join("cline"), &t.home);
-    for name in ["cline", "roo-code", "qwen-code", "grok-build", "kiro", "amp"] {
+    for name in [
+        "cline",
+        "roo-code",
+        "qwen-code",
+        "grok-build",
+        "kiro",
+        "amp",
+    ] {
         assert_eq!(Source::parse(name).map(|s| s.name()), Some(name));
     }
     let conn = personkit_store::db::open(&t.db).unwrap();
     personkit_store::harvest::set_enabled(&conn, "cline", true).unwrap();
     let c = t.config();
     let mut enabled_from_corpus = c.clone();
-    assert_eq!(enabled_from_corpus.load(&conn).unwrap(), vec![Source::Cline]);
+    assert_eq!(
+        enabled_from_corpus.load(&conn).unwrap(),
+        vec![Source::Cline]
+    );
     let list = harvest::status(&conn, &c).unwrap();
     let cline = list.iter().find(|s| s.name == "cline").unwrap();
     assert!(cline.enabled && cline.found, "{cline:?}");
@@ -454,15 +518,27 @@ fn grok_build_updates_are_joined_by_prompt_and_chat_history_is_read_when_present
     let a: Vec<_> = g.iter().filter(|x| x.0 == "01JD2K8Q7ZAB").collect();
     assert_eq!(a.len(), 4, "{g:?}");
     assert_eq!(a[0].1.as_deref(), Some("Retry fetch_frames"));
-    assert_eq!((a[0].2.as_str(), a[0].3.as_str()), ("user", "Add a retry to fetch_frames."));
+    assert_eq!(
+        (a[0].2.as_str(), a[0].3.as_str()),
+        ("user", "Add a retry to fetch_frames.")
+    );
     assert_eq!(a[1].2, "assistant");
-    assert!(a[1].3.contains("[reasoning]\nfetch_frames is in src/net.rs.\n"), "{}", a[1].3);
+    assert!(
+        a[1].3
+            .contains("[reasoning]\nfetch_frames is in src/net.rs.\n"),
+        "{}",
+        a[1].3
+    );
     assert!(a[1].3.contains("I added three retries with backoff."));
     assert!(a[1].3.contains("[tool: read_file]") && a[1].3.contains("conn.read_all()"));
     assert_eq!(a[3].3, "Done: five retries.");
     let b: Vec<_> = g.iter().filter(|x| x.0 == "01JD3M1X4YCD").collect();
     let roles: Vec<&str> = b.iter().map(|x| x.2.as_str()).collect();
-    assert_eq!(roles[1..], ["user", "assistant", "tool", "assistant"], "{b:?}");
+    assert_eq!(
+        roles[1..],
+        ["user", "assistant", "tool", "assistant"],
+        "{b:?}"
+    );
     assert!(b[0].3.starts_with("[context]"));
     assert!(b[2].3.contains("[reasoning]\nRead src/frame.rs first."));
     assert_eq!(b[4].1.as_deref(), Some("What a Frame holds"));
@@ -540,8 +616,7 @@ fn a_growing_kiro_session_stores_only_new_turns_and_a_bad_line_is_a_problem() {
 
 // ---- Amp (threads older builds kept locally) ----
 
-const AMP_FILE: &str =
-    "data/amp/threads/T-7f3e2a10-4c5d-4e6f-8a9b-0c1d2e3f4a5b.json";
+const AMP_FILE: &str = "data/amp/threads/T-7f3e2a10-4c5d-4e6f-8a9b-0c1d2e3f4a5b.json";
 
 #[test]
 fn amp_threads_keep_reasoning_tools_and_a_bad_message_is_a_problem() {
@@ -573,7 +648,10 @@ fn amp_threads_keep_reasoning_tools_and_a_bad_message_is_a_problem() {
     assert_eq!(a[0].1.as_deref(), Some("Parse frames without copying"));
     let roles: Vec<&str> = a.iter().map(|x| x.2.as_str()).collect();
     assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
-    assert!(a[1].3.contains("[reasoning]\nparse takes Vec<u8>; a slice is enough."));
+    assert!(
+        a[1].3
+            .contains("[reasoning]\nparse takes Vec<u8>; a slice is enough.")
+    );
     assert!(a[1].3.contains("[tool: edit_file]"));
     assert!(a[2].3.contains("+pub fn parse(b: &[u8])"));
     let again = t.run(&c, &[Source::Amp]);

@@ -28,7 +28,8 @@ pub struct HarvestArgs {
 pub enum HarvestCommand {
     /// Each source: its path, whether it is enabled, its last run, the files and turns read.
     List(ListArgs),
-    /// Turn a source on (claude-code, codex, gemini-cli, aider, continue); `--path` replaces its default folder.
+    /// Turn a source on (claude-code, codex, gemini-cli, aider, continue, cline, … as `list` names them); `--path`
+    /// replaces its default folder.
     Enable(EnableArgs),
     /// Turn a source off (what it stored stays in the corpus).
     Disable(NameArgs),
@@ -106,7 +107,7 @@ pub struct ListArgs {
 pub struct NameArgs {
     #[command(flatten)]
     pub db: DbArg,
-    /// claude-code, codex, gemini-cli, aider or continue.
+    /// A source's name, as `personkit harvest list` shows it (claude-code, codex, gemini-cli, …).
     pub name: String,
 }
 
@@ -114,7 +115,7 @@ pub struct NameArgs {
 pub struct EnableArgs {
     #[command(flatten)]
     pub db: DbArg,
-    /// claude-code, codex, gemini-cli, aider or continue.
+    /// A source's name, as `personkit harvest list` shows it (claude-code, codex, gemini-cli, …).
     pub name: String,
     /// The folder to read instead of the default (e.g. on another OS or a copied home folder).
     #[arg(long, value_name = "DIR")]

@@ -77,7 +77,14 @@ fn message(m: &Value, key: &str, parent: Option<&str>) -> NetTurn {
     let role = match s(m, "role") {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
-        other => return placeholder(SRC, key, parent, &format!("role {}", other.unwrap_or("(none)"))),
+        other => {
+            return placeholder(
+                SRC,
+                key,
+                parent,
+                &format!("role {}", other.unwrap_or("(none)")),
+            );
+        }
     };
     let mut t = turn(SRC, key, parent, role);
     t.model = m

@@ -82,10 +82,10 @@ pub fn read(
                 return;
             }
             let mut t = message(source, m, &key, prev.as_deref());
-            t.created_at_ms = m
-                .get("ts")
-                .and_then(Value::as_i64)
-                .or(if i == 0 { ui_ts } else { None });
+            t.created_at_ms =
+                m.get("ts")
+                    .and_then(Value::as_i64)
+                    .or(if i == 0 { ui_ts } else { None });
             out.push(source, &conv, title.as_deref(), t);
         });
         prev = Some(key);
@@ -104,14 +104,16 @@ fn ui_task(dir: &Path, notes: &mut Notes) -> (Option<String>, Option<i64>) {
     {
         notes.problems.push((
             None,
-            "ui_messages.json is unreadable or too large; the task is titled from the conversation".into(),
+            "ui_messages.json is unreadable or too large; the task is titled from the conversation"
+                .into(),
         ));
         return (None, None);
     }
     let Ok(Value::Array(ui)) = serde_json::from_slice::<Value>(&bytes) else {
         notes.problems.push((
             None,
-            "ui_messages.json is not a list of messages; the task is titled from the conversation".into(),
+            "ui_messages.json is not a list of messages; the task is titled from the conversation"
+                .into(),
         ));
         return (None, None);
     };

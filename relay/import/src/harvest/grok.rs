@@ -70,7 +70,10 @@ pub fn read(
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_else(|| "session".into())
     });
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     let turns = if name == CHAT_HISTORY {
         chat_history(bytes, notes)
     } else if dir.join(CHAT_HISTORY).is_file() {
@@ -93,12 +96,16 @@ fn summary(dir: &Path) -> (Option<String>, Option<String>) {
     let mut bytes = Vec::new();
     let read = std::fs::File::open(dir.join("summary.json"))
         .and_then(|f| f.take(4 * 1024 * 1024).read_to_end(&mut bytes));
-    let Ok(v) = read.map_err(|_| ()).and_then(|_| {
-        serde_json::from_slice::<Value>(&bytes).map_err(|_| ())
-    }) else {
+    let Ok(v) = read
+        .map_err(|_| ())
+        .and_then(|_| serde_json::from_slice::<Value>(&bytes).map_err(|_| ()))
+    else {
         return (None, None);
     };
-    let id = v.pointer("/info/id").and_then(Value::as_str).map(str::to_owned);
+    let id = v
+        .pointer("/info/id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let title = s(&v, "generated_title")
         .or_else(|| s(&v, "session_summary"))
         .map(|t| personkit_shared::wire::quote_safely(t.lines().next().unwrap_or(t), 120));
@@ -142,7 +149,11 @@ fn updates(bytes: &[u8], notes: &mut Notes) -> Vec<NetTurn> {
             .pointer("/_meta/promptId")
             .or_else(|| v.pointer("/params/_meta/promptId"))
             .or_else(|| update.pointer("/_meta/promptId"))
-            .and_then(|p| p.as_str().map(str::to_owned).or_else(|| Some(p.to_string())))
+            .and_then(|p| {
+                p.as_str()
+                    .map(str::to_owned)
+                    .or_else(|| Some(p.to_string()))
+            })
             .filter(|p| p != "null");
         let at = time_of(&v);
         // A user chunk without a prompt id after an answer starts a new prompt.
@@ -248,10 +259,12 @@ fn tool_content(v: &Value) -> String {
     match v {
         Value::Array(items) => items
             .iter()
-            .map(|i| match i.pointer("/content/text").and_then(Value::as_str) {
-                Some(t) => t.to_owned(),
-                None => text_of(i),
-            })
+            .map(
+                |i| match i.pointer("/content/text").and_then(Value::as_str) {
+                    Some(t) => t.to_owned(),
+                    None => text_of(i),
+                },
+            )
             .collect::<Vec<_>>()
             .join("\n"),
         Value::Object(o) => o

@@ -127,7 +127,9 @@ fn message(m: &Message, parent: Option<&str>) -> NetTurn {
     let mut texts: Vec<String> = Vec::new();
     let mut results: Vec<String> = Vec::new();
     for item in &m.items {
-        let kind = s(item, "kind").or_else(|| s(item, "type")).unwrap_or("(none)");
+        let kind = s(item, "kind")
+            .or_else(|| s(item, "type"))
+            .unwrap_or("(none)");
         let data = item.get("data").unwrap_or(&Value::Null);
         match kind {
             "text" => texts.push(

@@ -4,13 +4,16 @@
 //!
 //! Each [`Source`] is opt-in (the user enables it; `personkit_store::harvest` keeps that, the paths and how far
 //! each file was read). A run walks every enabled source's files and reads only what is new:
-//! - **line formats** (Claude Code, Codex CLI, Aider): from the byte offset after the last complete line taken
-//!   before; a last line without its newline is left for the next run. A file that shrank, changed device/inode,
+//! - **line formats** (Claude Code, Codex CLI, Aider, Qwen Code): from the byte offset after the last complete
+//!   line taken before; a last line without its newline is left for the next run. A file that shrank, changed device/inode,
 //!   or whose first bytes (up to 4 KiB of what was read) no longer hash the same was replaced: it is read again
 //!   from the start (what was stored before answers as duplicate).
-//! - **whole-file formats** (Gemini CLI, Continue): the tool rewrites the file as the session grows, so a
-//!   changed file is read whole and every turn sent again; message ids and content hashes make that idempotent
+//! - **whole-file formats** (Gemini CLI, Continue, Cline, Roo Code, Amp; Grok Build and Kiro, whose answers are
+//!   streamed over several lines): the tool rewrites the file as the session grows, so a changed file is read
+//!   whole and every turn sent again; message ids and content hashes make that idempotent
 //!   (only new turns are stored). A file that does not parse (half written) is left for the next run.
+//! - **compressed line files** (Codex CLI's `.jsonl.zst`): complete once compressed, decompressed (bounded) and
+//!   read whole when their bytes changed, with the line offsets of the plain file.
 //!
 //! A file's state is saved only after its turns are stored, so a crash re-reads at most what it had not
 //! committed (and the store answers it as duplicate). Parsers never panic on input: a line that is not JSON is a
@@ -116,7 +119,9 @@ impl Source {
             Source::Aider => None,
             Source::Continue => Some(".continue/sessions"),
             Source::Cline => Some(".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks"),
-            Source::RooCode => Some(".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks"),
+            Source::RooCode => {
+                Some(".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks")
+            }
             Source::QwenCode => Some(".qwen/projects"),
             Source::GrokBuild => Some(".grok/sessions"),
             Source::Kiro => Some(".kiro/sessions/cli"),
@@ -165,7 +170,8 @@ impl Source {
             }
             // `<encoded cwd>/<session id>/updates.jsonl` or `chat_history.jsonl`.
             Source::GrokBuild => {
-                rel.components().count() == 3 && (name == grok::UPDATES || name == grok::CHAT_HISTORY)
+                rel.components().count() == 3
+                    && (name == grok::UPDATES || name == grok::CHAT_HISTORY)
             }
             // `<session id>.jsonl` (beside its `<session id>.json` header).
             Source::Kiro => rel.components().count() == 1 && name.ends_with(".jsonl"),
@@ -314,7 +320,10 @@ impl Config {
             return vec![p.clone()];
         }
         match s {
-            Source::ClaudeCode => vec![self.tool_dir("CLAUDE_CONFIG_DIR", ".claude").join("projects")],
+            Source::ClaudeCode => vec![
+                self.tool_dir("CLAUDE_CONFIG_DIR", ".claude")
+                    .join("projects"),
+            ],
             Source::Codex => {
                 let base = self.tool_dir("CODEX_HOME", ".codex");
                 vec![base.join("sessions"), base.join("archived_sessions")]
@@ -1059,8 +1068,11 @@ fn json_line(
 ) {
     let line_no = at.line;
     let what = || format!("line {line_no}");
-    notes.record(out, Some(line_no), &what, |out, notes| {
-        match serde_json::from_str::<Value>(text) {
+    notes.record(
+        out,
+        Some(line_no),
+        &what,
+        |out, notes| match serde_json::from_str::<Value>(text) {
             Ok(v) if v.is_object() => match source {
                 Source::ClaudeCode => claude_code::Parser.line(meta, at, v, out, notes),
                 Source::Codex => codex::Parser.line(meta, at, v, out, notes),
@@ -1078,8 +1090,8 @@ fn json_line(
                 Some(line_no),
                 format!("not a JSON record ({e}); skipped, the lines after it were read"),
             )),
-        }
-    });
+        },
+    );
 }
 
 /// The most a compressed transcript may hold once decompressed.

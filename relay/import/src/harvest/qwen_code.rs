@@ -79,10 +79,8 @@ impl LineParser for Parser {
             }
             "tool_result" => content(parts, &key, parent, Role::Tool),
             "system" => {
-                let sub = personkit_shared::wire::quote_safely(
-                    s(&v, "subtype").unwrap_or("system"),
-                    64,
-                );
+                let sub =
+                    personkit_shared::wire::quote_safely(s(&v, "subtype").unwrap_or("system"), 64);
                 match sub.as_str() {
                     "custom_title" => {
                         let title = v
