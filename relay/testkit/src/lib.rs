@@ -420,6 +420,7 @@ fn spawn_serve(
         .env("HOME", &dir)
         .env_remove("PERSONKIT_DB")
         .env_remove("PERSONKIT_ADDR")
+        .envs(TOOL_ENV.iter().map(|k| (k, "")))
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -750,6 +751,17 @@ impl CliOutput {
     }
 }
 
+/// The variables AI tools read to move their files (`harvest::Config::TOOL_ENV`), set empty (which the harvester
+/// ignores) so a developer's own settings do not reach a test's harvest.
+const TOOL_ENV: &[&str] = &[
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "QWEN_RUNTIME_DIR",
+    "GROK_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+];
+
 /// Run `personkit <args>` with `PERSONKIT_DB=<db>`, bounded by [`CLI_TIMEOUT`].
 pub fn cli(db: &Path, args: &[&str]) -> CliOutput {
     let dir = db.parent().expect("db has a parent dir");
@@ -758,6 +770,7 @@ pub fn cli(db: &Path, args: &[&str]) -> CliOutput {
         .env("PERSONKIT_DB", db)
         .env("HOME", dir)
         .env_remove("PERSONKIT_ADDR")
+        .envs(TOOL_ENV.iter().map(|k| (k, "")))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

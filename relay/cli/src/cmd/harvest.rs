@@ -28,7 +28,8 @@ pub struct HarvestArgs {
 pub enum HarvestCommand {
     /// Each source: its path, whether it is enabled, its last run, the files and turns read.
     List(ListArgs),
-    /// Turn a source on (claude-code, codex, gemini-cli, aider, continue); `--path` replaces its default folder.
+    /// Turn a source on (claude-code, codex, gemini-cli, aider, continue, cline, … as `list` names them); `--path`
+    /// replaces its default folder.
     Enable(EnableArgs),
     /// Turn a source off (what it stored stays in the corpus).
     Disable(NameArgs),
@@ -57,7 +58,8 @@ impl HomeArg {
                 .map(PathBuf::from)
                 .context("no home folder: set HOME, or pass --home / PERSONKIT_HARVEST_HOME")?,
         };
-        Ok(Config::new(home))
+        // Where the tools themselves were told to keep their files (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`, …).
+        Ok(Config::new(home).with_tool_env(|k| std::env::var_os(k)))
     }
 }
 
@@ -107,7 +109,7 @@ pub struct ListArgs {
 pub struct NameArgs {
     #[command(flatten)]
     pub db: DbArg,
-    /// claude-code, codex, gemini-cli, aider or continue.
+    /// A source's name, as `personkit harvest list` shows it (claude-code, codex, gemini-cli, …).
     pub name: String,
 }
 
@@ -115,7 +117,7 @@ pub struct NameArgs {
 pub struct EnableArgs {
     #[command(flatten)]
     pub db: DbArg,
-    /// claude-code, codex, gemini-cli, aider or continue.
+    /// A source's name, as `personkit harvest list` shows it (claude-code, codex, gemini-cli, …).
     pub name: String,
     /// The folder to read instead of the default (e.g. on another OS or a copied home folder).
     #[arg(long, value_name = "DIR")]

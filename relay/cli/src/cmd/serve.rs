@@ -117,13 +117,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let harvest = if a.harvest_interval == 0 {
         None
     } else {
+        let hc = crate::cmd::harvest::HomeArg {
+            home: a.harvest_home.clone(),
+        }
+        .config()?;
         Some(personkit_server::jobs::HarvestSchedule {
             every: std::time::Duration::from_secs(a.harvest_interval),
-            home: crate::cmd::harvest::HomeArg {
-                home: a.harvest_home.clone(),
-            }
-            .config()?
-            .home,
+            home: hc.home,
+            tool_env: hc.tool_env,
             patterns: crate::cmd::import::load_patterns(a.patterns.as_deref())?,
         })
     };

@@ -1,4 +1,6 @@
-//! OpenAI Codex CLI: `~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<session uuid>.jsonl`. Format facts: openai/codex
+//! OpenAI Codex CLI: `~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<session uuid>.jsonl` (`$CODEX_HOME` instead of
+//! `~/.codex` when set), archived ones moved to `archived_sessions/`, older ones compressed to `.jsonl.zst` (read
+//! whole once decompressed, with the same line offsets). Format facts: openai/codex
 //! `codex-rs/protocol/src/protocol.rs` (`RolloutLine`, `RolloutItem`) and `models.rs` (`ResponseItem`);
 //! Sinity/polylogue `docs/providers/openai-codex.md` for the older generation (`../shared/docs/formats.md`).
 //!
@@ -36,13 +38,19 @@ fn s<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
     v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
-/// The session id from a file name `rollout-<time>-<uuid>.jsonl`.
+/// The session id from a file name `rollout-<time>-<uuid>.jsonl` (or `.jsonl.zst`).
 fn id_from_name(at: &LineAt<'_>) -> String {
-    let stem = at
+    let name = at
         .file
-        .file_stem()
+        .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let stem = name
+        .strip_suffix(".zst")
+        .unwrap_or(&name)
+        .strip_suffix(".jsonl")
+        .unwrap_or(&name)
+        .to_owned();
     if stem.len() >= 36 && stem.is_char_boundary(stem.len() - 36) {
         let tail = &stem[stem.len() - 36..];
         if tail.bytes().filter(|b| *b == b'-').count() == 4 {

@@ -1,5 +1,7 @@
 //! Gemini CLI: `~/.gemini/tmp/<sha256 of the project path>/chats/session-<time>-<id>.json` (older builds) or
-//! `.jsonl`. Format facts: google-gemini/gemini-cli `packages/core/src/services/chatRecordingTypes.ts` /
+//! `.jsonl`; newer builds name the project folder by a slug of the project's name (`tmp/<slug>/chats/*.jsonl`)
+//! and keep the project's path in `tmp/<slug>/.project_root`, whose last part titles a session without a
+//! summary. Format facts: google-gemini/gemini-cli `packages/core/src/services/chatRecordingTypes.ts` /
 //! `chatRecordingService.ts` (`ConversationRecord`, `MessageRecord`, `ToolCallRecord`; `../shared/docs/formats.md`).
 //!
 //! - `.json`: one `ConversationRecord` `{sessionId, projectHash, startTime, lastUpdated, messages[], summary?}`,
@@ -61,7 +63,14 @@ pub fn read(
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "session".into())
         });
-    let title = record.get("summary").and_then(Value::as_str);
+    // The session's summary, else the project's name: newer builds keep each project in a folder named after it
+    // (`tmp/<slug>/`) with a `.project_root` file holding the project's path.
+    let project = project_name(path);
+    let title = record
+        .get("summary")
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .or(project.as_deref());
     let mut prev: Option<String> = None;
     for (i, m) in messages.iter().enumerate() {
         let key = s(m, "id")
@@ -75,6 +84,21 @@ pub fn read(
         prev = Some(key);
     }
     Ok(())
+}
+
+/// The last part of the path in `<project folder>/.project_root` beside the session's `chats/` folder, if any.
+fn project_name(session: &Path) -> Option<String> {
+    use std::io::Read;
+    let file = session.parent()?.parent()?.join(".project_root");
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    let root = text.trim().trim_end_matches(['/', '\\']);
+    let name = root.rsplit(['/', '\\']).next()?.trim();
+    (!name.is_empty()).then(|| personkit_shared::wire::quote_safely(name, 120))
 }
 
 /// The `.jsonl` form: the record's fields and its messages after every `$set` and `$rewindTo`.

@@ -4,13 +4,16 @@
 //!
 //! Each [`Source`] is opt-in (the user enables it; `personkit_store::harvest` keeps that, the paths and how far
 //! each file was read). A run walks every enabled source's files and reads only what is new:
-//! - **line formats** (Claude Code, Codex CLI, Aider): from the byte offset after the last complete line taken
-//!   before; a last line without its newline is left for the next run. A file that shrank, changed device/inode,
+//! - **line formats** (Claude Code, Codex CLI, Aider, Qwen Code): from the byte offset after the last complete
+//!   line taken before; a last line without its newline is left for the next run. A file that shrank, changed device/inode,
 //!   or whose first bytes (up to 4 KiB of what was read) no longer hash the same was replaced: it is read again
 //!   from the start (what was stored before answers as duplicate).
-//! - **whole-file formats** (Gemini CLI, Continue): the tool rewrites the file as the session grows, so a
-//!   changed file is read whole and every turn sent again; message ids and content hashes make that idempotent
+//! - **whole-file formats** (Gemini CLI, Continue, Cline, Roo Code, Amp; Grok Build and Kiro, whose answers are
+//!   streamed over several lines): the tool rewrites the file as the session grows, so a changed file is read
+//!   whole and every turn sent again; message ids and content hashes make that idempotent
 //!   (only new turns are stored). A file that does not parse (half written) is left for the next run.
+//! - **compressed line files** (Codex CLI's `.jsonl.zst`): complete once compressed, decompressed (bounded) and
+//!   read whole when their bytes changed, with the line offsets of the plain file.
 //!
 //! A file's state is saved only after its turns are stored, so a crash re-reads at most what it had not
 //! committed (and the store answers it as duplicate). Parsers never panic on input: a line that is not JSON is a
@@ -18,10 +21,15 @@
 //! turn counted in the report.
 
 pub mod aider;
+pub mod amp;
 pub mod claude_code;
+pub mod cline;
 pub mod codex;
 pub mod continue_dev;
 pub mod gemini_cli;
+pub mod grok;
+pub mod kiro;
+pub mod qwen_code;
 pub mod retention;
 
 use std::collections::BTreeMap;
@@ -53,15 +61,28 @@ pub enum Source {
     GeminiCli,
     Aider,
     Continue,
+    // Task and session files of more tools (each module says where and what).
+    Cline,
+    RooCode,
+    QwenCode,
+    GrokBuild,
+    Kiro,
+    Amp,
 }
 
 impl Source {
-    pub const ALL: [Source; 5] = [
+    pub const ALL: [Source; 11] = [
         Source::ClaudeCode,
         Source::Codex,
         Source::GeminiCli,
         Source::Aider,
         Source::Continue,
+        Source::Cline,
+        Source::RooCode,
+        Source::QwenCode,
+        Source::GrokBuild,
+        Source::Kiro,
+        Source::Amp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +92,12 @@ impl Source {
             Source::GeminiCli => "gemini-cli",
             Source::Aider => "aider",
             Source::Continue => "continue",
+            Source::Cline => "cline",
+            Source::RooCode => "roo-code",
+            Source::QwenCode => "qwen-code",
+            Source::GrokBuild => "grok-build",
+            Source::Kiro => "kiro",
+            Source::Amp => "amp",
         }
     }
 
@@ -92,6 +119,14 @@ impl Source {
             Source::GeminiCli => Some(".gemini/tmp"),
             Source::Aider => None,
             Source::Continue => Some(".continue/sessions"),
+            Source::Cline => Some(".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks"),
+            Source::RooCode => {
+                Some(".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks")
+            }
+            Source::QwenCode => Some(".qwen/projects"),
+            Source::GrokBuild => Some(".grok/sessions"),
+            Source::Kiro => Some(".kiro/sessions/cli"),
+            Source::Amp => Some(".local/share/amp/threads"),
         }
     }
 
@@ -100,8 +135,12 @@ impl Source {
         let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         match self {
             Source::ClaudeCode => name.ends_with(".jsonl"),
-            Source::Codex => name.starts_with("rollout-") && name.ends_with(".jsonl"),
-            // `<project hash>/chats/<session>.json` or `.jsonl`.
+            // `sessions/YYYY/MM/DD/` or `archived_sessions/`; older rollouts compressed to `.jsonl.zst`.
+            Source::Codex => {
+                name.starts_with("rollout-")
+                    && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst"))
+            }
+            // `<project hash or slug>/chats/<session>.json` or `.jsonl`.
             Source::GeminiCli => {
                 let in_chats = rel
                     .parent()
@@ -116,11 +155,44 @@ impl Source {
             Source::Continue => {
                 rel.components().count() == 1 && name.ends_with(".json") && name != "sessions.json"
             }
+            // `<task id>/api_conversation_history.json`.
+            Source::Cline | Source::RooCode => {
+                rel.components().count() == 2 && name == cline::FILE_NAME
+            }
+            // `<encoded project path>/chats/<session>.jsonl`, or `chats/archive/`.
+            Source::QwenCode => {
+                let dirs: Vec<_> = rel
+                    .parent()
+                    .map(|p| p.components().map(|c| c.as_os_str()).collect())
+                    .unwrap_or_default();
+                name.ends_with(".jsonl")
+                    && (dirs.len() == 2 && dirs[1] == "chats"
+                        || dirs.len() == 3 && dirs[1] == "chats" && dirs[2] == "archive")
+            }
+            // `<encoded cwd>/<session id>/updates.jsonl` or `chat_history.jsonl`.
+            Source::GrokBuild => {
+                rel.components().count() == 3
+                    && (name == grok::UPDATES || name == grok::CHAT_HISTORY)
+            }
+            // `<session id>.jsonl` (beside its `<session id>.json` header).
+            Source::Kiro => rel.components().count() == 1 && name.ends_with(".jsonl"),
+            Source::Amp => {
+                rel.components().count() == 1 && name.starts_with("T-") && name.ends_with(".json")
+            }
         }
     }
 
     fn whole_file(self) -> bool {
-        matches!(self, Source::GeminiCli | Source::Continue)
+        matches!(
+            self,
+            Source::GeminiCli
+                | Source::Continue
+                | Source::Cline
+                | Source::RooCode
+                | Source::GrokBuild
+                | Source::Kiro
+                | Source::Amp
+        )
     }
 }
 
@@ -136,6 +208,9 @@ pub struct Config {
     /// How long a line-format file must be unchanged before a last block that has no successor yet is taken
     /// (aider's Markdown, where a reply has no end marker).
     pub settle: Duration,
+    /// The variables some tools read to move their files (see [`Config::TOOL_ENV`]), as the process environment
+    /// gave them; set by whoever builds the config (the CLI, `serve`), so tests set them explicitly.
+    pub tool_env: BTreeMap<String, PathBuf>,
 }
 
 impl Config {
@@ -145,7 +220,74 @@ impl Config {
             paths: BTreeMap::new(),
             aider_folders: Vec::new(),
             settle: Duration::from_secs(30),
+            tool_env: BTreeMap::new(),
         }
+    }
+
+    /// The environment variables the tools themselves read to move where they keep their files: Claude Code's
+    /// `CLAUDE_CONFIG_DIR` (instead of `~/.claude`), Codex CLI's `CODEX_HOME` (instead of `~/.codex`).
+    /// Qwen Code's `QWEN_RUNTIME_DIR` (instead of `~/.qwen`), Grok Build's `GROK_HOME` (instead of `~/.grok`);
+    /// `XDG_CONFIG_HOME` (instead of `~/.config`) for the VS Code family's user folders on Linux, `XDG_DATA_HOME`
+    /// (instead of `~/.local/share`) for Amp.
+    pub const TOOL_ENV: &'static [&'static str] = &[
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "QWEN_RUNTIME_DIR",
+        "GROK_HOME",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+    ];
+
+    /// `tool_env` filled from `get` (normally `std::env::var_os`); empty values are ignored.
+    pub fn with_tool_env(mut self, get: impl Fn(&str) -> Option<std::ffi::OsString>) -> Config {
+        for k in Config::TOOL_ENV {
+            if let Some(v) = get(k).filter(|v| !v.is_empty()) {
+                self.tool_env.insert((*k).to_owned(), PathBuf::from(v));
+            }
+        }
+        self
+    }
+
+    /// An extension's folder in the user folder of each VS Code-family editor found on this machine (VS Code,
+    /// Insiders, VSCodium, Cursor, Windsurf), or of VS Code alone when none is.
+    fn code_extension_dirs(&self, extension: &str) -> Vec<PathBuf> {
+        let bases = [
+            self.tool_dir("XDG_CONFIG_HOME", ".config"),
+            self.home.join("Library/Application Support"),
+            self.home.join("AppData/Roaming"),
+        ];
+        let hosts = ["Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf"];
+        let tail = |b: &Path, h: &str| {
+            b.join(h)
+                .join("User/globalStorage")
+                .join(extension)
+                .join("tasks")
+        };
+        let found: Vec<PathBuf> = bases
+            .iter()
+            .flat_map(|b| hosts.iter().map(move |h| (b, *h)))
+            .filter(|(b, h)| b.join(h).join("User").is_dir())
+            .map(|(b, h)| tail(b, h))
+            .collect();
+        if !found.is_empty() {
+            return found;
+        }
+        let base = if cfg!(target_os = "macos") {
+            &bases[1]
+        } else if cfg!(windows) {
+            &bases[2]
+        } else {
+            &bases[0]
+        };
+        vec![tail(base, "Code")]
+    }
+
+    /// A tool's own folder: `var` when it is set, else `default` under the home folder.
+    fn tool_dir(&self, var: &str, default: &str) -> PathBuf {
+        self.tool_env
+            .get(var)
+            .cloned()
+            .unwrap_or_else(|| self.home.join(default))
     }
 
     /// The settings a corpus keeps (`personkit harvest enable --path`, `add-folder`) applied to this config;
@@ -178,9 +320,27 @@ impl Config {
         if let Some(p) = self.paths.get(&s) {
             return vec![p.clone()];
         }
-        match s.default_dir() {
-            Some(d) => vec![self.home.join(d)],
-            None => self.aider_folders.clone(),
+        match s {
+            Source::ClaudeCode => vec![
+                self.tool_dir("CLAUDE_CONFIG_DIR", ".claude")
+                    .join("projects"),
+            ],
+            Source::Codex => {
+                let base = self.tool_dir("CODEX_HOME", ".codex");
+                vec![base.join("sessions"), base.join("archived_sessions")]
+            }
+            Source::Cline => self.code_extension_dirs(cline::CLINE_EXTENSION),
+            Source::RooCode => self.code_extension_dirs(cline::ROO_EXTENSION),
+            Source::QwenCode => vec![self.tool_dir("QWEN_RUNTIME_DIR", ".qwen").join("projects")],
+            Source::GrokBuild => vec![self.tool_dir("GROK_HOME", ".grok").join("sessions")],
+            Source::Amp => vec![
+                self.tool_dir("XDG_DATA_HOME", ".local/share")
+                    .join("amp/threads"),
+            ],
+            _ => match s.default_dir() {
+                Some(d) => vec![self.home.join(d)],
+                None => self.aider_folders.clone(),
+            },
         }
     }
 
@@ -696,8 +856,11 @@ fn harvest_file(
     if unchanged {
         return Ok(());
     }
+    let compressed = path.extension().is_some_and(|e| e == "zst");
     let res = if source.whole_file() {
         whole_file(sink, sr, source, path, &st, prev, now)
+    } else if compressed {
+        compressed_line_file(sink, sr, source, path, &st, prev, now)
     } else {
         line_file(sink, sr, source, path, &st, prev, config, now)
     };
@@ -790,6 +953,12 @@ fn whole_file(
         let parsed = match source {
             Source::GeminiCli => gemini_cli::read(path, &bytes, &mut out, &mut notes),
             Source::Continue => continue_dev::read(path, &bytes, &mut out, &mut notes),
+            Source::Cline | Source::RooCode => {
+                cline::read(source, path, &bytes, &mut out, &mut notes)
+            }
+            Source::GrokBuild => grok::read(path, &bytes, &mut out, &mut notes),
+            Source::Kiro => kiro::read(path, &bytes, &mut out, &mut notes),
+            Source::Amp => amp::read(path, &bytes, &mut out, &mut notes),
             _ => Ok(()),
         };
         if let Err(why) = parsed {
@@ -868,8 +1037,6 @@ fn line_file(
     let mut line_no = row.lines;
     let mut buf = Vec::new();
     let mut read_any = false;
-    let mut claude = claude_code::Parser;
-    let mut codex = codex::Parser;
     let mut aider = aider::Parser::default();
     // What was taken and stored so far: saved after each batch, so a long file is read in bounded memory.
     let checkpoint = |sink: &mut Sink<'_>,
@@ -922,30 +1089,7 @@ fn line_file(
             if text.is_empty() {
                 continue;
             }
-            let what = || format!("line {line_no}");
-            notes.record(
-                &mut out,
-                Some(line_no),
-                &what,
-                |out, notes| match serde_json::from_str::<Value>(text) {
-                    Ok(v) if v.is_object() => match source {
-                        Source::ClaudeCode => claude.line(&mut meta, at, v, out, notes),
-                        Source::Codex => codex.line(&mut meta, at, v, out, notes),
-                        _ => {}
-                    },
-                    Ok(v) => notes.problems.push((
-                        Some(line_no),
-                        format!(
-                            "a record must be a JSON object, found {}; skipped",
-                            kind(&v)
-                        ),
-                    )),
-                    Err(e) => notes.problems.push((
-                        Some(line_no),
-                        format!("not a JSON record ({e}); skipped, the lines after it were read"),
-                    )),
-                },
-            );
+            json_line(source, &mut meta, at, text, &mut out, &mut notes);
             if out.len() >= BATCH_TURNS {
                 checkpoint(sink, &mut out, &mut row, &meta, offset, line_no)?;
                 state::save_file(sink.connection(), &row)?;
@@ -969,6 +1113,155 @@ fn line_file(
     } else {
         st.mtime_ms
     };
+    state::save_file(sink.connection(), &row)?;
+    Ok(())
+}
+
+/// One line of a JSON-lines format, parsed and handed to its source's parser, accounted as one record.
+fn json_line(
+    source: Source,
+    meta: &mut Map<String, Value>,
+    at: LineAt<'_>,
+    text: &str,
+    out: &mut Collected,
+    notes: &mut Notes,
+) {
+    let line_no = at.line;
+    let what = || format!("line {line_no}");
+    notes.record(
+        out,
+        Some(line_no),
+        &what,
+        |out, notes| match serde_json::from_str::<Value>(text) {
+            Ok(v) if v.is_object() => match source {
+                Source::ClaudeCode => claude_code::Parser.line(meta, at, v, out, notes),
+                Source::Codex => codex::Parser.line(meta, at, v, out, notes),
+                Source::QwenCode => qwen_code::Parser.line(meta, at, v, out, notes),
+                _ => {}
+            },
+            Ok(v) => notes.problems.push((
+                Some(line_no),
+                format!(
+                    "a record must be a JSON object, found {}; skipped",
+                    kind(&v)
+                ),
+            )),
+            Err(e) => notes.problems.push((
+                Some(line_no),
+                format!("not a JSON record ({e}); skipped, the lines after it were read"),
+            )),
+        },
+    );
+}
+
+/// The most a compressed transcript may hold once decompressed.
+const MAX_DECOMPRESSED: u64 = 512 * 1024 * 1024;
+
+/// Decompresses a zstd file (every frame), at most `MAX_DECOMPRESSED` bytes.
+fn unzstd(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let mut input = bytes;
+    let mut out = Vec::new();
+    while !input.is_empty() {
+        let mut dec = ruzstd::decoding::StreamingDecoder::new(&mut input)
+            .map_err(|e| format!("not a zstd file ({e})"))?;
+        let room = MAX_DECOMPRESSED - out.len() as u64;
+        (&mut dec)
+            .take(room + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| format!("the zstd data is damaged ({e})"))?;
+        if out.len() as u64 > MAX_DECOMPRESSED {
+            return Err(format!(
+                "it decompresses to more than {} MB; skipped",
+                MAX_DECOMPRESSED >> 20
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// A line format compressed whole (Codex CLI's older rollouts, `.jsonl.zst`): the tool compresses a file it has
+/// finished, so it is complete — decompressed (bounded) and read whole when its bytes changed. Offsets are
+/// those of the decompressed lines, the same as in the file before it was compressed, so turns read from it
+/// then answer as duplicates now.
+fn compressed_line_file(
+    sink: &mut Sink<'_>,
+    sr: &mut SourceReport,
+    source: Source,
+    path: &Path,
+    st: &Stat,
+    prev: Option<FileRow>,
+    now: OffsetDateTime,
+) -> Result<(), FileError> {
+    if st.size > MAX_WHOLE_FILE {
+        sr.problems.push(problem(
+            path,
+            None,
+            format!(
+                "the file is {} MB, more than a compressed session can be ({} MB); skipped",
+                st.size >> 20,
+                MAX_WHOLE_FILE >> 20
+            ),
+        ));
+        return Ok(());
+    }
+    let mut bytes = Vec::new();
+    File::open(path)?.read_to_end(&mut bytes)?;
+    let hash = hex(&Sha256::digest(&bytes));
+    let mut row = prev.clone().unwrap_or_else(|| FileRow {
+        source: source.name().into(),
+        path: path.display().to_string(),
+        meta: "{}".into(),
+        ..FileRow::default()
+    });
+    let same = prev
+        .as_ref()
+        .is_some_and(|p| p.prefix_hash.as_deref() == Some(hash.as_str()));
+    if !same {
+        let plain = match unzstd(&bytes) {
+            Ok(p) => p,
+            Err(why) => {
+                sr.problems.push(problem(path, None, why));
+                return Ok(());
+            }
+        };
+        let mut meta = Map::new();
+        let mut out = Collected::default();
+        let mut notes = Notes::default();
+        let mut offset = 0u64;
+        let mut line_no = 0u64;
+        for raw in plain.split_inclusive(|b| *b == b'\n') {
+            line_no += 1;
+            let at = LineAt {
+                offset,
+                line: line_no,
+                file: path,
+            };
+            offset += raw.len() as u64;
+            let text = String::from_utf8_lossy(raw);
+            let text = text.trim();
+            if !text.is_empty() {
+                json_line(source, &mut meta, at, text, &mut out, &mut notes);
+            }
+            if out.len() >= BATCH_TURNS {
+                let before = sink.summary.stored;
+                out.store(sink, st.mtime_ms)?;
+                row.turns += sink.summary.stored - before;
+            }
+        }
+        merge_notes(sr, path, notes);
+        let before = sink.summary.stored;
+        out.store(sink, st.mtime_ms)?;
+        row.turns += sink.summary.stored - before;
+        sr.files_read += 1;
+        row.lines = line_no;
+        row.meta = Value::Object(meta).to_string();
+    }
+    row.file_id.clone_from(&st.file_id);
+    row.size = st.size;
+    row.mtime_ms = st.mtime_ms;
+    row.read_to = st.size;
+    row.prefix_hash = Some(hash);
+    row.read_at = fmt_time(now);
     state::save_file(sink.connection(), &row)?;
     Ok(())
 }
