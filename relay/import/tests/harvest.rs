@@ -530,7 +530,7 @@ fn list_shows_each_source_and_its_state() {
         &Config::new(h.home.clone()),
     )
     .unwrap();
-    assert_eq!(rows.len(), 5);
+    assert_eq!(rows.len(), Source::ALL.len());
     let codex = rows.iter().find(|r| r.name == "codex").unwrap();
     assert!(codex.enabled && codex.found && codex.last_run_at.is_some());
     assert_eq!((codex.files, codex.turns), (1, 7));

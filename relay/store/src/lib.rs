@@ -21,6 +21,7 @@ pub mod budget;
 pub mod bulk;
 pub mod clock;
 pub mod db;
+pub mod foreign;
 pub mod forget;
 pub mod harvest;
 pub mod health;

@@ -55,7 +55,13 @@ impl HomeArg {
                 .map(PathBuf::from)
                 .context("no home folder: set HOME, or pass --home / PERSONKIT_HARVEST_HOME")?,
         };
-        Ok(Config::new(home))
+        let mut c = Config::new(home);
+        // The tools' own overrides of where they keep their history.
+        c.env = harvest::ENV
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+            .collect();
+        Ok(c)
     }
 }
 

@@ -22,6 +22,8 @@ pub mod claude_code;
 pub mod codex;
 pub mod continue_dev;
 pub mod gemini_cli;
+// Sources kept in SQLite files or VS Code-style storage.
+pub mod cursor;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -34,6 +36,7 @@ use personkit_shared::network::NetTurn;
 use personkit_shared::wire::Role;
 use personkit_store::Connection;
 use personkit_store::clock::fmt_time;
+use personkit_store::foreign::ForeignDb;
 use personkit_store::harvest::{self as state, FileRow};
 use personkit_store::ingest::StorageError;
 use serde::Serialize;
@@ -52,15 +55,19 @@ pub enum Source {
     GeminiCli,
     Aider,
     Continue,
+    // Sources kept in SQLite files or VS Code-style storage.
+    Cursor,
 }
 
 impl Source {
-    pub const ALL: [Source; 5] = [
+    pub const ALL: [Source; 6] = [
         Source::ClaudeCode,
         Source::Codex,
         Source::GeminiCli,
         Source::Aider,
         Source::Continue,
+        // Sources kept in SQLite files or VS Code-style storage.
+        Source::Cursor,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +77,7 @@ impl Source {
             Source::GeminiCli => "gemini-cli",
             Source::Aider => "aider",
             Source::Continue => "continue",
+            Source::Cursor => "cursor",
         }
     }
 
@@ -91,6 +99,11 @@ impl Source {
             Source::GeminiCli => Some(".gemini/tmp"),
             Source::Aider => None,
             Source::Continue => Some(".continue/sessions"),
+            Source::Cursor => Some(if cfg!(target_os = "macos") {
+                "Library/Application Support/Cursor/User"
+            } else {
+                ".config/Cursor/User"
+            }),
         }
     }
 
@@ -115,6 +128,18 @@ impl Source {
             Source::Continue => {
                 rel.components().count() == 1 && name.ends_with(".json") && name != "sessions.json"
             }
+            Source::Cursor => rel == Path::new("globalStorage/state.vscdb"),
+        }
+    }
+
+    /// Whether a transcript file of the source is a SQLite database (read through a copy, see [`db_file`]).
+    fn is_db(self, path: &Path) -> bool {
+        match self {
+            Source::Cursor => true,
+            _ => {
+                let _ = path;
+                false
+            }
         }
     }
 
@@ -135,7 +160,14 @@ pub struct Config {
     /// How long a line-format file must be unchanged before a last block that has no successor yet is taken
     /// (aider's Markdown, where a reply has no end marker).
     pub settle: Duration,
+    /// The environment variables of [`ENV`] that were set where the config was built: a tool's own override
+    /// of where it keeps its history.
+    pub env: BTreeMap<String, String>,
 }
+
+/// The environment variables that move a tool's history (read where a [`Config`] is built, so tests set them
+/// explicitly): `XDG_CONFIG_HOME` (Cursor's user folder on Linux).
+pub const ENV: &[&str] = &["XDG_CONFIG_HOME"];
 
 impl Config {
     pub fn new(home: PathBuf) -> Config {
@@ -144,6 +176,7 @@ impl Config {
             paths: BTreeMap::new(),
             aider_folders: Vec::new(),
             settle: Duration::from_secs(30),
+            env: BTreeMap::new(),
         }
     }
 
@@ -177,9 +210,23 @@ impl Config {
         if let Some(p) = self.paths.get(&s) {
             return vec![p.clone()];
         }
+        if let Some(r) = self.env_roots(s) {
+            return r;
+        }
         match s.default_dir() {
             Some(d) => vec![self.home.join(d)],
             None => self.aider_folders.clone(),
+        }
+    }
+
+    /// A source's folders as the tool's own environment variables move them, when they do.
+    fn env_roots(&self, s: Source) -> Option<Vec<PathBuf>> {
+        let var = |k: &str| self.env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        match s {
+            Source::Cursor if !cfg!(target_os = "macos") => {
+                var("XDG_CONFIG_HOME").map(|x| vec![x.join("Cursor/User")])
+            }
+            _ => None,
         }
     }
 
@@ -368,6 +415,20 @@ fn stat(path: &Path) -> std::io::Result<Stat> {
         file_id,
         modified,
     })
+}
+
+/// A SQLite file's facts with its `-wal`'s: the sizes added, the later modification time. A commit changes the
+/// one or the other.
+fn db_stat(path: &Path) -> std::io::Result<Stat> {
+    let mut st = stat(path)?;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if let Ok(w) = stat(Path::new(&wal)) {
+        st.size += w.size;
+        st.mtime_ms = st.mtime_ms.max(w.mtime_ms);
+        st.modified = st.modified.max(w.modified);
+    }
+    Ok(st)
 }
 
 /// sha256 (hex) of a file's first `n` bytes (fewer when it is shorter).
@@ -622,7 +683,11 @@ fn harvest_file(
     config: &Config,
     now: OffsetDateTime,
 ) -> Result<(), ImportError> {
-    let st = match stat(path) {
+    let st = match if source.is_db(path) {
+        db_stat(path)
+    } else {
+        stat(path)
+    } {
         Ok(s) => s,
         Err(e) => {
             sr.problems
@@ -638,7 +703,9 @@ fn harvest_file(
     if unchanged {
         return Ok(());
     }
-    let res = if source.whole_file() {
+    let res = if source.is_db(path) {
+        db_file(sink, sr, source, path, &st, prev, now)
+    } else if source.whole_file() {
         whole_file(sink, sr, source, path, &st, prev, now)
     } else {
         line_file(sink, sr, source, path, &st, prev, config, now)
@@ -762,6 +829,79 @@ fn whole_file(
     Ok(())
 }
 
+/// The largest SQLite history file read (with its `-wal`): a Cursor state database of years of use is a few GB.
+const MAX_DB: u64 = 8 * 1024 * 1024 * 1024;
+
+/// A SQLite source, read whole through a private copy whenever the file or its `-wal` changed: every session's
+/// turns are sent again (the store answers what it has as duplicate), in batches of about [`BATCH_TURNS`]. A file
+/// that cannot be copied or read (too large, half written when copied, not a database) is a problem, its state
+/// left as it was so the next run tries again.
+fn db_file(
+    sink: &mut Sink<'_>,
+    sr: &mut SourceReport,
+    source: Source,
+    path: &Path,
+    st: &Stat,
+    prev: Option<FileRow>,
+    now: OffsetDateTime,
+) -> Result<(), FileError> {
+    let retry = |sr: &mut SourceReport, why: String| {
+        sr.problems.push(problem(
+            path,
+            None,
+            format!("{why}; it will be read again on the next run"),
+        ));
+    };
+    let db = match ForeignDb::open_copy(path, MAX_DB) {
+        Ok(db) => db,
+        Err(e) => {
+            retry(sr, e.to_string());
+            return Ok(());
+        }
+    };
+    let mut notes = Notes::default();
+    let sessions = match source {
+        Source::Cursor => cursor::sessions(&db, &mut notes),
+        _ => Ok(Vec::new()),
+    };
+    let sessions = match sessions {
+        Ok(s) => s,
+        Err(why) => {
+            merge_notes(sr, path, notes);
+            retry(sr, why);
+            return Ok(());
+        }
+    };
+    let mut row = prev.unwrap_or_else(|| FileRow {
+        source: source.name().into(),
+        path: path.display().to_string(),
+        meta: "{}".into(),
+        ..FileRow::default()
+    });
+    let mut out = Collected::default();
+    let before = sink.summary.stored;
+    for id in &sessions {
+        if source == Source::Cursor {
+            cursor::session(&db, id, &mut out, &mut notes);
+        }
+        if out.len() >= BATCH_TURNS {
+            out.store(sink, st.mtime_ms)?;
+        }
+    }
+    out.store(sink, st.mtime_ms)?;
+    merge_notes(sr, path, notes);
+    sr.files_read += 1;
+    row.turns += sink.summary.stored - before;
+    row.file_id.clone_from(&st.file_id);
+    row.size = st.size;
+    row.mtime_ms = st.mtime_ms;
+    row.read_to = st.size;
+    row.prefix_hash = None;
+    row.read_at = fmt_time(now);
+    state::save_file(sink.connection(), &row)?;
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn line_file(
     sink: &mut Sink<'_>,
@@ -863,8 +1003,11 @@ fn line_file(
                 continue;
             }
             let what = || format!("line {line_no}");
-            notes.record(&mut out, Some(line_no), &what, |out, notes| {
-                match serde_json::from_str::<Value>(text) {
+            notes.record(
+                &mut out,
+                Some(line_no),
+                &what,
+                |out, notes| match serde_json::from_str::<Value>(text) {
                     Ok(v) if v.is_object() => match source {
                         Source::ClaudeCode => claude.line(&mut meta, at, v, out, notes),
                         Source::Codex => codex.line(&mut meta, at, v, out, notes),
@@ -881,8 +1024,8 @@ fn line_file(
                         Some(line_no),
                         format!("not a JSON record ({e}); skipped, the lines after it were read"),
                     )),
-                }
-            });
+                },
+            );
             if out.len() >= BATCH_TURNS {
                 checkpoint(sink, &mut out, &mut row, &meta, offset, line_no)?;
                 state::save_file(sink.connection(), &row)?;

@@ -1,0 +1,352 @@
+//! Harvesters of tools that keep their history in SQLite files or VS Code-style storage: Cursor (`state.vscdb`),
+//! VS Code Copilot Chat (`chatSessions/*.json` / `.jsonl`), OpenCode (`opencode.db` and the older `storage/`
+//! tree), Goose (`sessions.db`). Each test builds the tool's real file in a temporary home folder, with the
+//! schema and record shapes the module docs of `personkit_import::harvest::{cursor, copilot_chat, opencode,
+//! goose}` describe and source (public readers and the tools' own code, by repository and commit). SQLite
+//! fixtures are written in WAL mode with the writer still open while the harvest runs, as when the tool is
+//! running: what the harvest sees is in the `-wal` only.
+//!
+//! Per source: the turns land with the right roles, reasoning and tool calls; a second run stores nothing; a grown
+//! session stores only its new turns; a malformed record is a problem while the rest lands; no record is silent.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use personkit_import::Options;
+use personkit_import::harvest::{self, Config, Report, Source};
+use rusqlite::{Connection, params};
+use serde_json::json;
+use time::OffsetDateTime;
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
+}
+
+struct Home {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    db: PathBuf,
+}
+
+fn home() -> Home {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    Home {
+        db: dir.path().join("corpus.db"),
+        home,
+        _dir: dir,
+    }
+}
+
+fn run(h: &Home, c: &Config, s: Source) -> harvest::SourceReport {
+    let mut conn = personkit_store::db::open(&h.db).unwrap();
+    let r: Report =
+        harvest::run(&mut conn, c, &[s], &Options::default(), now(), &mut |_| {}).unwrap();
+    assert_eq!(r.sources.len(), 1);
+    let s = r.sources.into_iter().next().unwrap();
+    assert_eq!(s.records.silent, 0, "no record is dropped silently: {s:?}");
+    assert_eq!(
+        s.records.read,
+        s.records.to_turns + s.records.skipped + s.records.problems,
+        "{s:?}"
+    );
+    s
+}
+
+/// (conversation id, title, role, content) of the current turns of a surface, in thread order.
+fn turns(db: &Path, surface: &str) -> Vec<(String, Option<String>, String, String)> {
+    let conn = personkit_store::db::open_read_only(db).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT t.conversation_id, t.title, m.role, m.content FROM messages m JOIN threads t ON t.id = m.thread_id
+             WHERE t.surface = ?1 AND m.is_current = 1
+             ORDER BY t.conversation_id, m.ordinal IS NULL, m.ordinal, COALESCE(m.occurred_at, m.captured_at), m.pk",
+        )
+        .unwrap();
+    stmt.query_map([surface], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+fn messages(db: &Path) -> i64 {
+    let conn = personkit_store::db::open_read_only(db).unwrap();
+    conn.query_row("SELECT count(*) FROM messages", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// A SQLite file as a running tool holds it: WAL mode, no checkpoint, the writer kept open.
+fn wal_db(path: &Path, schema: &str) -> Connection {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let c = Connection::open(path).unwrap();
+    c.execute_batch("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;")
+        .unwrap();
+    c.execute_batch(schema).unwrap();
+    c
+}
+
+fn wal_exists(path: &Path) -> bool {
+    let mut w = path.as_os_str().to_owned();
+    w.push("-wal");
+    Path::new(&w).metadata().is_ok_and(|m| m.len() > 0)
+}
+
+// ---------------------------------------------------------------------------------------------------- Cursor
+
+const CURSOR_DB: &str = ".config/Cursor/User/globalStorage/state.vscdb";
+const CURSOR_SCHEMA: &str =
+    "CREATE TABLE ItemTable (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);
+     CREATE TABLE cursorDiskKV (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB);";
+
+fn kv(c: &Connection, key: &str, value: &str) {
+    c.execute(
+        "INSERT INTO cursorDiskKV(key, value) VALUES (?1, ?2)",
+        params![key, value],
+    )
+    .unwrap();
+}
+
+fn composer(c: &Connection, id: &str, name: &str, headers: &[(&str, i64)]) {
+    let h: Vec<_> = headers
+        .iter()
+        .map(|(b, t)| json!({"bubbleId": b, "type": t}))
+        .collect();
+    kv(
+        c,
+        &format!("composerData:{id}"),
+        &json!({"_v": 10, "composerId": id, "name": name, "createdAt": 1_790_000_000_000_i64,
+                "lastUpdatedAt": 1_790_000_100_000_i64, "unifiedMode": "agent",
+                "fullConversationHeadersOnly": h, "conversation": []})
+        .to_string(),
+    );
+}
+
+fn bubble(c: &Connection, chat: &str, id: &str, v: serde_json::Value) {
+    kv(c, &format!("bubbleId:{chat}:{id}"), &v.to_string());
+}
+
+const CHAT: &str = "7c1e0f4a-2b3d-4e5f-8a9b-0c1d2e3f4a5b";
+
+fn cursor_fixture(path: &Path) -> Connection {
+    let c = wal_db(path, CURSOR_SCHEMA);
+    composer(
+        &c,
+        CHAT,
+        "Fix the flaky parser test",
+        &[
+            ("b1", 1),
+            ("b2", 2),
+            ("b3", 2),
+            ("b4", 2),
+            ("b5", 2),
+            ("b6", 2),
+        ],
+    );
+    bubble(
+        &c,
+        CHAT,
+        "b1",
+        json!({"_v": 3, "type": 1, "bubbleId": "b1", "text": "Why does parse_orbit fail on CI?",
+               "createdAt": "2026-09-01T10:00:00.000Z"}),
+    );
+    bubble(
+        &c,
+        CHAT,
+        "b2",
+        json!({"_v": 3, "type": 2, "bubbleId": "b2", "text": "",
+               "thinking": {"text": "The test depends on the time zone."},
+               "modelInfo": {"modelName": "claude-4-sonnet"}}),
+    );
+    bubble(
+        &c,
+        CHAT,
+        "b3",
+        json!({"_v": 3, "type": 2, "bubbleId": "b3", "text": "",
+               "toolFormerData": {"name": "read_file", "toolCallId": "toolu_01",
+                                  "rawArgs": "{\"target_file\":\"src/orbit.rs\"}",
+                                  "result": "{\"contents\":\"fn parse_orbit() {}\"}", "status": "completed"}}),
+    );
+    // Cursor's placeholder around a tool run: nothing in it.
+    bubble(
+        &c,
+        CHAT,
+        "b4",
+        json!({"_v": 3, "type": 2, "bubbleId": "b4", "text": ""}),
+    );
+    bubble(
+        &c,
+        CHAT,
+        "b5",
+        json!({"_v": 3, "type": 2, "bubbleId": "b5",
+               "text": "It reads the local time zone; pin it to UTC in the test."}),
+    );
+    // b6 is a damaged record; b7 is not in the chat's headers (an edited-away message).
+    kv(
+        &c,
+        &format!("bubbleId:{CHAT}:b6"),
+        "{\"type\": 2, \"text\": ",
+    );
+    bubble(
+        &c,
+        CHAT,
+        "b7",
+        json!({"_v": 3, "type": 1, "bubbleId": "b7", "text": "an older draft"}),
+    );
+    // An older build's chat, its messages inline.
+    kv(
+        &c,
+        "composerData:legacy-1",
+        &json!({"composerId": "legacy-1", "name": "Old chat", "conversation": [
+            {"bubbleId": "l1", "type": 1, "text": "hello"},
+            {"bubbleId": "l2", "type": 2, "text": "Hi! How can I help?"}]})
+        .to_string(),
+    );
+    // A chat record that is not JSON.
+    kv(&c, "composerData:broken", "not json");
+    c
+}
+
+#[test]
+fn cursor_chats_land_with_reasoning_and_tools_and_a_second_run_stores_nothing() {
+    let h = home();
+    let path = h.home.join(CURSOR_DB);
+    let writer = cursor_fixture(&path);
+    assert!(wal_exists(&path), "the fixture's content is in the -wal");
+    let c = Config::new(h.home.clone());
+    let s = run(&h, &c, Source::Cursor);
+    assert_eq!(s.surface, "harvest:cursor");
+    assert_eq!((s.files, s.files_read), (1, 1), "{s:?}");
+    // b1, b2, b3, b5 and the two inline messages.
+    assert_eq!(s.stored, 6, "{s:?}");
+    assert_eq!(s.records.to_turns, 6);
+    assert_eq!(
+        s.records_skipped
+            .get("cursor message with no content")
+            .copied(),
+        Some(1)
+    );
+    assert_eq!(
+        s.records_skipped
+            .get("cursor message not in its chat (edited away)")
+            .copied(),
+        Some(1)
+    );
+    // The damaged message and the damaged chat, each named; the rest landed.
+    assert_eq!(s.problems.len(), 2, "{:?}", s.problems);
+    assert!(
+        s.problems.iter().any(|p| p.message.contains("b6")),
+        "{:?}",
+        s.problems
+    );
+    assert!(
+        s.problems.iter().any(|p| p.message.contains("broken")),
+        "{:?}",
+        s.problems
+    );
+    let t = turns(&h.db, "harvest:cursor");
+    let chat: Vec<_> = t.iter().filter(|x| x.0 == CHAT).collect();
+    let roles: Vec<&str> = chat.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "assistant", "assistant"]);
+    assert_eq!(chat[0].1.as_deref(), Some("Fix the flaky parser test"));
+    assert_eq!(chat[0].3, "Why does parse_orbit fail on CI?");
+    assert!(chat[1].3.contains("[reasoning]") && chat[1].3.contains("time zone"));
+    assert!(chat[2].3.contains("[tool: read_file]"), "{}", chat[2].3);
+    assert!(
+        chat[2].3.contains("parse_orbit"),
+        "the tool's result is kept"
+    );
+    assert!(chat[3].3.contains("pin it to UTC"));
+    let old: Vec<_> = t.iter().filter(|x| x.0 == "legacy-1").collect();
+    assert_eq!(old.len(), 2);
+    assert_eq!(old[0].1.as_deref(), Some("Old chat"));
+
+    // Nothing changed: the file is not read again.
+    let before = messages(&h.db);
+    let s = run(&h, &c, Source::Cursor);
+    assert_eq!((s.files_read, s.turns, s.stored), (0, 0, 0), "{s:?}");
+    // Its state forgotten, the file is read whole again: every turn answers as a duplicate.
+    personkit_store::db::open(&h.db)
+        .unwrap()
+        .execute("DELETE FROM harvest_files", [])
+        .unwrap();
+    let s = run(&h, &c, Source::Cursor);
+    assert_eq!((s.stored, s.duplicate), (0, 6), "{s:?}");
+    assert_eq!(messages(&h.db), before);
+    drop(writer);
+}
+
+#[test]
+fn a_growing_cursor_chat_stores_only_its_new_messages() {
+    let h = home();
+    let path = h.home.join(CURSOR_DB);
+    let writer = cursor_fixture(&path);
+    let c = Config::new(h.home.clone());
+    assert_eq!(run(&h, &c, Source::Cursor).stored, 6);
+    // The user asks again; the chat's headers list the new messages.
+    bubble(
+        &writer,
+        CHAT,
+        "b8",
+        json!({"type": 1, "bubbleId": "b8", "text": "Done, thanks. Anything else flaky?"}),
+    );
+    bubble(
+        &writer,
+        CHAT,
+        "b9",
+        json!({"type": 2, "bubbleId": "b9", "text": "Not that I can see."}),
+    );
+    composer(
+        &writer,
+        CHAT,
+        "Fix the flaky parser test",
+        &[
+            ("b1", 1),
+            ("b2", 2),
+            ("b3", 2),
+            ("b4", 2),
+            ("b5", 2),
+            ("b6", 2),
+            ("b8", 1),
+            ("b9", 2),
+        ],
+    );
+    let s = run(&h, &c, Source::Cursor);
+    assert_eq!((s.files_read, s.stored, s.duplicate), (1, 2, 6), "{s:?}");
+    let chat: Vec<_> = turns(&h.db, "harvest:cursor")
+        .into_iter()
+        .filter(|x| x.0 == CHAT)
+        .collect();
+    assert_eq!(chat.len(), 6);
+    assert_eq!(chat[5].3, "Not that I can see.");
+}
+
+#[test]
+fn a_file_that_is_not_a_cursor_database_is_a_problem_and_the_tools_override_is_honoured() {
+    let h = home();
+    // XDG_CONFIG_HOME moves Cursor's user folder on Linux.
+    let mut c = Config::new(h.home.clone());
+    let xdg = h.home.join("xdg");
+    c.env
+        .insert("XDG_CONFIG_HOME".into(), xdg.display().to_string());
+    if cfg!(target_os = "linux") {
+        assert_eq!(c.roots(Source::Cursor), vec![xdg.join("Cursor/User")]);
+    }
+    let root = c.roots(Source::Cursor).remove(0);
+    let path = root.join("globalStorage/state.vscdb");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, b"this is not a SQLite file at all, just text").unwrap();
+    let s = run(&h, &c, Source::Cursor);
+    assert_eq!(s.stored, 0);
+    assert_eq!(s.problems.len(), 1, "{s:?}");
+    assert!(s.problems[0].message.contains("next run"), "{s:?}");
+    // A real database replaces it: read on the next run.
+    std::fs::remove_file(&path).unwrap();
+    let w = cursor_fixture(&path);
+    let s = run(&h, &c, Source::Cursor);
+    assert_eq!(s.stored, 6, "{s:?}");
+    drop(w);
+}
