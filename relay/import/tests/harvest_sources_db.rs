@@ -350,3 +350,166 @@ fn a_file_that_is_not_a_cursor_database_is_a_problem_and_the_tools_override_is_h
     assert_eq!(s.stored, 6, "{s:?}");
     drop(w);
 }
+
+// ------------------------------------------------------------------------------------------ VS Code Copilot Chat
+
+const CODE_USER: &str = ".config/Code/User";
+
+fn request(id: &str, text: &str, response: serde_json::Value) -> serde_json::Value {
+    json!({"requestId": id, "message": {"text": text, "parts": []}, "timestamp": 1_790_000_000_000_i64,
+           "modelId": "copilot/gpt-5", "variableData": {"variables": []}, "response": response,
+           "result": {"metadata": {}}})
+}
+
+fn copilot_fixture(user: &Path) -> (PathBuf, PathBuf) {
+    let flat = user.join("workspaceStorage/8f3a/chatSessions/0b7d-flat.json");
+    std::fs::create_dir_all(flat.parent().unwrap()).unwrap();
+    let mut first = request(
+        "request_1",
+        "Make the orbit test pass on CI",
+        json!([
+            {"kind": "thinking", "value": ["The test reads the ", "local time zone."], "id": "t1"},
+            {"kind": "progressMessage", "content": {"value": "Searching the workspace"}},
+            {"value": "The failure comes from ", "supportThemeIcons": false},
+            {"kind": "inlineReference", "inlineReference": {"path": "/src/orbit.rs", "scheme": "file"}},
+            {"value": ": it formats local time.", "supportThemeIcons": false},
+            {"kind": "toolInvocationSerialized", "toolId": "run_in_terminal", "toolCallId": "call_7",
+             "invocationMessage": {"value": "Running the tests"}, "pastTenseMessage": {"value": "Ran the tests: 12 passed"},
+             "toolSpecificData": {"kind": "terminal", "commandLine": {"original": "cargo test orbit"}},
+             "isComplete": true},
+            {"kind": "textEditGroup", "uri": {"path": "/src/orbit.rs", "scheme": "file"}, "edits": [], "done": true},
+            {"kind": "undoStop", "id": "u1"},
+            {"kind": "holographicWidget", "data": 1}
+        ]),
+    );
+    first["variableData"] =
+        json!({"variables": [{"name": "orbit.rs", "id": "file:///src/orbit.rs"}]});
+    let session = json!({"version": 3, "sessionId": "0b7d-flat", "creationDate": 1_790_000_000_000_i64,
+    "customTitle": "Orbit test on CI", "requesterUsername": "ada", "responderUsername": "GitHub Copilot",
+    "initialLocation": "panel", "requests": [
+        first,
+        {"message": {"text": "a request without its id"}, "response": []},
+        request("request_3", "Thanks!", json!([{"value": "You're welcome."}]))
+    ]});
+    std::fs::write(&flat, serde_json::to_vec_pretty(&session).unwrap()).unwrap();
+    let log = user.join("globalStorage/emptyWindowChatSessions/5e2c-log.jsonl");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let lines = [
+        json!({"kind": 0, "v": {"version": 3, "sessionId": "5e2c-log", "creationDate": 1_790_000_000_000_i64,
+                                "requests": [request("req_a", "What is a monad?", json!([]))]}})
+        .to_string(),
+        json!({"kind": 1, "k": ["requests", 0, "response"], "v": [{"value": "A monoid in the category of endofunctors."}]})
+            .to_string(),
+        json!({"kind": 1, "k": ["customTitle"], "v": "Monads"}).to_string(),
+        "{\"kind\": 2, \"k\": [\"requests\"], \"v\": [".to_owned() + "\u{0}garbage",
+        json!({"kind": 2, "k": ["requests"], "v": [request("req_b", "Simpler, please.", json!([]))]}).to_string(),
+        json!({"kind": 2, "k": ["requests", 1, "response"], "v": [{"value": "A way to chain steps."}]}).to_string(),
+    ];
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    (flat, log)
+}
+
+#[test]
+fn copilot_chat_sessions_flat_and_logged_land_and_a_second_run_stores_nothing() {
+    let h = home();
+    let user = h.home.join(CODE_USER);
+    copilot_fixture(&user);
+    let c = Config::new(h.home.clone());
+    let s = run(&h, &c, Source::CopilotChat);
+    assert_eq!(s.surface, "harvest:copilot-chat");
+    assert_eq!((s.files, s.files_read), (2, 2), "{s:?}");
+    // Flat: request 1 (user + answer), request 3 (user + answer); log: two requests, each user + answer.
+    assert_eq!(s.stored, 8, "{s:?}");
+    // The request without an id and the garbage line of the log: named, the rest landed.
+    assert_eq!(s.problems.len(), 2, "{:?}", s.problems);
+    assert!(s.problems.iter().any(|p| p.message.contains("requestId")));
+    assert!(
+        s.problems.iter().any(|p| p.line == Some(4)),
+        "{:?}",
+        s.problems
+    );
+    assert_eq!(
+        s.records_skipped
+            .get("copilot-chat response part progressMessage")
+            .copied(),
+        Some(1)
+    );
+    assert_eq!(s.unknown.get("copilot-chat:holographicWidget"), Some(&1));
+    let t = turns(&h.db, "harvest:copilot-chat");
+    let flat: Vec<_> = t.iter().filter(|x| x.0 == "0b7d-flat").collect();
+    let roles: Vec<&str> = flat.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+    assert_eq!(flat[0].1.as_deref(), Some("Orbit test on CI"));
+    assert!(flat[0].3.starts_with("Make the orbit test pass on CI"));
+    assert!(flat[0].3.contains("[context: orbit.rs]"));
+    let answer = &flat[1].3;
+    assert!(
+        answer.contains("The failure comes from `/src/orbit.rs`: it formats local time."),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("[reasoning]") && answer.contains("local time zone."),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("[tool: run_in_terminal]") && answer.contains("cargo test orbit"),
+        "{answer}"
+    );
+    assert!(answer.contains("12 passed"), "{answer}");
+    assert!(answer.contains("[tool: edit]"), "{answer}");
+    assert!(
+        !answer.contains("Searching the workspace"),
+        "UI chrome is not the answer: {answer}"
+    );
+    let log: Vec<_> = t.iter().filter(|x| x.0 == "5e2c-log").collect();
+    let texts: Vec<&str> = log.iter().map(|x| x.3.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "What is a monad?",
+            "A monoid in the category of endofunctors.",
+            "Simpler, please.",
+            "A way to chain steps."
+        ]
+    );
+    assert_eq!(log[0].1.as_deref(), Some("Monads"));
+    // Nothing changed: nothing read, nothing stored.
+    let s = run(&h, &c, Source::CopilotChat);
+    assert_eq!((s.files_read, s.stored), (0, 0), "{s:?}");
+}
+
+#[test]
+fn a_growing_and_then_compacted_copilot_chat_log_stores_only_new_turns() {
+    let h = home();
+    let user = h.home.join(CODE_USER);
+    let (_, log) = copilot_fixture(&user);
+    let c = Config::new(h.home.clone());
+    assert_eq!(run(&h, &c, Source::CopilotChat).stored, 8);
+    let before = messages(&h.db);
+    // A new request is pushed, then its answer.
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(
+        &(json!({"kind": 2, "k": ["requests"], "v": [request("req_c", "And in Rust?", json!([]))]})
+            .to_string() + "\n"),
+    );
+    text.push_str(
+        &(json!({"kind": 2, "k": ["requests", 2, "response"], "v": [{"value": "Option and Result chain with and_then."}]})
+            .to_string()
+            + "\n"),
+    );
+    std::fs::write(&log, &text).unwrap();
+    let s = run(&h, &c, Source::CopilotChat);
+    assert_eq!((s.files_read, s.stored), (1, 2), "{s:?}");
+    assert_eq!(messages(&h.db), before + 2);
+    // VS Code compacts the log: one whole-session line replaces it. Same turns: nothing new.
+    let session = json!({"version": 3, "sessionId": "5e2c-log", "customTitle": "Monads", "requests": [
+        request("req_a", "What is a monad?", json!([{"value": "A monoid in the category of endofunctors."}])),
+        request("req_b", "Simpler, please.", json!([{"value": "A way to chain steps."}])),
+        request("req_c", "And in Rust?", json!([{"value": "Option and Result chain with and_then."}]))
+    ]});
+    std::fs::write(&log, json!({"kind": 0, "v": session}).to_string() + "\n").unwrap();
+    let s = run(&h, &c, Source::CopilotChat);
+    assert_eq!((s.files_read, s.stored, s.duplicate), (1, 0, 6), "{s:?}");
+    assert!(s.problems.is_empty(), "{s:?}");
+    assert_eq!(messages(&h.db), before + 2);
+}

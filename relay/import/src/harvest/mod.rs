@@ -23,6 +23,7 @@ pub mod codex;
 pub mod continue_dev;
 pub mod gemini_cli;
 // Sources kept in SQLite files or VS Code-style storage.
+pub mod copilot_chat;
 pub mod cursor;
 
 use std::collections::BTreeMap;
@@ -57,10 +58,11 @@ pub enum Source {
     Continue,
     // Sources kept in SQLite files or VS Code-style storage.
     Cursor,
+    CopilotChat,
 }
 
 impl Source {
-    pub const ALL: [Source; 6] = [
+    pub const ALL: [Source; 7] = [
         Source::ClaudeCode,
         Source::Codex,
         Source::GeminiCli,
@@ -68,6 +70,7 @@ impl Source {
         Source::Continue,
         // Sources kept in SQLite files or VS Code-style storage.
         Source::Cursor,
+        Source::CopilotChat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +81,7 @@ impl Source {
             Source::Aider => "aider",
             Source::Continue => "continue",
             Source::Cursor => "cursor",
+            Source::CopilotChat => "copilot-chat",
         }
     }
 
@@ -104,6 +108,12 @@ impl Source {
             } else {
                 ".config/Cursor/User"
             }),
+            // Also Insiders' and VSCodium's (see `Config::roots`).
+            Source::CopilotChat => Some(if cfg!(target_os = "macos") {
+                "Library/Application Support/Code/User"
+            } else {
+                ".config/Code/User"
+            }),
         }
     }
 
@@ -129,6 +139,18 @@ impl Source {
                 rel.components().count() == 1 && name.ends_with(".json") && name != "sessions.json"
             }
             Source::Cursor => rel == Path::new("globalStorage/state.vscdb"),
+            // `workspaceStorage/<workspace>/chatSessions/<id>.json[l]`,
+            // `globalStorage/emptyWindowChatSessions/<id>.json[l]`.
+            Source::CopilotChat => {
+                let parts: Vec<_> = rel.components().map(|c| c.as_os_str()).collect();
+                let session = name.ends_with(".json") || name.ends_with(".jsonl");
+                session
+                    && match parts.as_slice() {
+                        [w, _, c, _] => *w == "workspaceStorage" && *c == "chatSessions",
+                        [g, e, _] => *g == "globalStorage" && *e == "emptyWindowChatSessions",
+                        _ => false,
+                    }
+            }
         }
     }
 
@@ -144,7 +166,10 @@ impl Source {
     }
 
     fn whole_file(self) -> bool {
-        matches!(self, Source::GeminiCli | Source::Continue)
+        matches!(
+            self,
+            Source::GeminiCli | Source::Continue | Source::CopilotChat
+        )
     }
 }
 
@@ -166,7 +191,7 @@ pub struct Config {
 }
 
 /// The environment variables that move a tool's history (read where a [`Config`] is built, so tests set them
-/// explicitly): `XDG_CONFIG_HOME` (Cursor's user folder on Linux).
+/// explicitly): `XDG_CONFIG_HOME` (Cursor's and VS Code's user folders on Linux).
 pub const ENV: &[&str] = &["XDG_CONFIG_HOME"];
 
 impl Config {
@@ -210,7 +235,7 @@ impl Config {
         if let Some(p) = self.paths.get(&s) {
             return vec![p.clone()];
         }
-        if let Some(r) = self.env_roots(s) {
+        if let Some(r) = self.tool_roots(s) {
             return r;
         }
         match s.default_dir() {
@@ -219,13 +244,25 @@ impl Config {
         }
     }
 
-    /// A source's folders as the tool's own environment variables move them, when they do.
-    fn env_roots(&self, s: Source) -> Option<Vec<PathBuf>> {
+    /// A source's folders as the tool's own environment variables move them, or when it has several.
+    fn tool_roots(&self, s: Source) -> Option<Vec<PathBuf>> {
         let var = |k: &str| self.env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-        match s {
-            Source::Cursor if !cfg!(target_os = "macos") => {
-                var("XDG_CONFIG_HOME").map(|x| vec![x.join("Cursor/User")])
+        // Electron apps keep their user folder under XDG_CONFIG_HOME on Linux.
+        let app_data = || {
+            if cfg!(target_os = "macos") {
+                self.home.join("Library/Application Support")
+            } else {
+                var("XDG_CONFIG_HOME").unwrap_or_else(|| self.home.join(".config"))
             }
+        };
+        match s {
+            Source::Cursor => Some(vec![app_data().join("Cursor/User")]),
+            Source::CopilotChat => Some(
+                ["Code", "Code - Insiders", "VSCodium"]
+                    .iter()
+                    .map(|app| app_data().join(app).join("User"))
+                    .collect(),
+            ),
             _ => None,
         }
     }
@@ -799,6 +836,7 @@ fn whole_file(
         let parsed = match source {
             Source::GeminiCli => gemini_cli::read(path, &bytes, &mut out, &mut notes),
             Source::Continue => continue_dev::read(path, &bytes, &mut out, &mut notes),
+            Source::CopilotChat => copilot_chat::read(path, &bytes, &mut out, &mut notes),
             _ => Ok(()),
         };
         if let Err(why) = parsed {
