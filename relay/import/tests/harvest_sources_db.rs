@@ -513,3 +513,380 @@ fn a_growing_and_then_compacted_copilot_chat_log_stores_only_new_turns() {
     assert!(s.problems.is_empty(), "{s:?}");
     assert_eq!(messages(&h.db), before + 2);
 }
+
+// ----------------------------------------------------------------------------------------------------- OpenCode
+
+const OPENCODE_DB: &str = ".local/share/opencode/opencode.db";
+const OPENCODE_SCHEMA: &str = "
+    CREATE TABLE project (id TEXT PRIMARY KEY, worktree TEXT NOT NULL, time_created INTEGER, time_updated INTEGER);
+    CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, parent_id TEXT, slug TEXT, directory TEXT NOT NULL,
+        title TEXT NOT NULL, version TEXT NOT NULL, time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL);
+    CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, time_created INTEGER NOT NULL,
+        time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE INDEX message_session_idx ON message(session_id);
+    CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL, session_id TEXT NOT NULL, time_created INTEGER NOT NULL,
+        time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE INDEX part_message_idx ON part(message_id);";
+
+fn oc_message(c: &Connection, id: &str, at: i64, data: &str, parts: &[(&str, serde_json::Value)]) {
+    c.execute(
+        "INSERT INTO message(id, session_id, time_created, time_updated, data) VALUES (?1, 'ses_1', ?2, ?2, ?3)",
+        params![id, at, data],
+    )
+    .unwrap();
+    for (pid, p) in parts {
+        c.execute(
+            "INSERT INTO part(id, message_id, session_id, time_created, time_updated, data) VALUES (?1, ?2, 'ses_1', ?3, ?3, ?4)",
+            params![pid, id, at, p.to_string()],
+        )
+        .unwrap();
+    }
+}
+
+fn opencode_fixture(path: &Path) -> Connection {
+    let c = wal_db(path, OPENCODE_SCHEMA);
+    c.execute_batch(
+        "INSERT INTO project VALUES ('prj_1', '/home/ada/src/orbit', 1790000000000, 1790000000000);
+         INSERT INTO session(id, project_id, directory, title, version, time_created, time_updated)
+           VALUES ('ses_1', 'prj_1', '/home/ada/src/orbit', 'Flaky orbit test', '1.18.30', 1790000000000, 1790000100000);",
+    )
+    .unwrap();
+    oc_message(
+        &c,
+        "msg_01",
+        1_790_000_000_000,
+        &json!({"role": "user", "time": {"created": 1_790_000_000_000_i64}, "agent": "build"})
+            .to_string(),
+        &[
+            (
+                "prt_01a",
+                json!({"type": "text", "text": "Why does the orbit test fail?"}),
+            ),
+            (
+                "prt_01b",
+                json!({"type": "text", "text": "Called the Read tool with src/orbit.rs", "synthetic": true}),
+            ),
+            (
+                "prt_01c",
+                json!({"type": "file", "mime": "text/plain", "filename": "orbit.rs", "url": "file:///src/orbit.rs"}),
+            ),
+        ],
+    );
+    oc_message(
+        &c,
+        "msg_02",
+        1_790_000_001_000,
+        &json!({"role": "assistant", "time": {"created": 1_790_000_001_000_i64, "completed": 1_790_000_005_000_i64},
+                "modelID": "claude-sonnet-4", "providerID": "anthropic", "cost": 0.01,
+                "tokens": {"input": 10, "output": 20, "reasoning": 5, "cache": {"read": 0, "write": 0}},
+                "path": {"cwd": "/home/ada/src/orbit", "root": "/home/ada/src/orbit"}})
+        .to_string(),
+        &[
+            ("prt_02a", json!({"type": "step-start"})),
+            ("prt_02b", json!({"type": "reasoning", "text": "Look at the time zone handling."})),
+            ("prt_02c", json!({"type": "tool", "tool": "bash", "callID": "call_1",
+                               "state": {"status": "completed", "input": {"command": "cargo test orbit"},
+                                         "output": "test orbit ... FAILED", "metadata": {"exit": 101}, "title": "cargo test"}})),
+            ("prt_02d", json!({"type": "text", "text": "It formats local time; pin the test to UTC."})),
+            ("prt_02e", json!({"type": "step-finish", "reason": "stop"})),
+            ("prt_02f", json!({"type": "hologram"})),
+        ],
+    );
+    // A message whose data is damaged, and an aborted step with nothing in it.
+    oc_message(
+        &c,
+        "msg_03",
+        1_790_000_006_000,
+        "{\"role\": \"user\", ",
+        &[],
+    );
+    oc_message(
+        &c,
+        "msg_04",
+        1_790_000_007_000,
+        &json!({"role": "assistant", "time": {"created": 1_790_000_007_000_i64}}).to_string(),
+        &[("prt_04a", json!({"type": "step-start"}))],
+    );
+    c
+}
+
+#[test]
+fn opencode_sessions_from_the_database_land_and_a_grown_session_adds_only_new_turns() {
+    let h = home();
+    let path = h.home.join(OPENCODE_DB);
+    let w = opencode_fixture(&path);
+    assert!(wal_exists(&path));
+    let c = Config::new(h.home.clone());
+    let s = run(&h, &c, Source::OpenCode);
+    assert_eq!(s.surface, "harvest:opencode");
+    assert_eq!((s.files, s.stored), (1, 2), "{s:?}");
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    assert!(s.problems[0].message.contains("msg_03"), "{:?}", s.problems);
+    assert_eq!(
+        s.records_skipped
+            .get("opencode message with no content")
+            .copied(),
+        Some(1)
+    );
+    assert_eq!(s.unknown.get("opencode:hologram"), Some(&1));
+    let t = turns(&h.db, "harvest:opencode");
+    let roles: Vec<&str> = t.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant"]);
+    assert_eq!(t[0].1.as_deref(), Some("Flaky orbit test"));
+    assert!(
+        t[0].3.starts_with("Why does the orbit test fail?"),
+        "{}",
+        t[0].3
+    );
+    assert!(
+        t[0].3.contains("[injected: opencode]"),
+        "text OpenCode added is not the user's: {}",
+        t[0].3
+    );
+    assert!(t[0].3.contains("orbit.rs"));
+    assert!(
+        t[1].3.contains("[reasoning]") && t[1].3.contains("time zone"),
+        "{}",
+        t[1].3
+    );
+    assert!(
+        t[1].3.contains("[tool: bash]") && t[1].3.contains("cargo test orbit"),
+        "{}",
+        t[1].3
+    );
+    assert!(
+        t[1].3.contains("FAILED"),
+        "the tool's output is kept: {}",
+        t[1].3
+    );
+    assert!(t[1].3.contains("pin the test to UTC"));
+    // Unchanged: not read again.
+    let s = run(&h, &c, Source::OpenCode);
+    assert_eq!((s.files_read, s.stored), (0, 0), "{s:?}");
+    // The session grows by one exchange.
+    oc_message(
+        &w,
+        "msg_05",
+        1_790_000_009_000,
+        &json!({"role": "user", "time": {"created": 1_790_000_009_000_i64}}).to_string(),
+        &[("prt_05a", json!({"type": "text", "text": "Do it."}))],
+    );
+    oc_message(
+        &w,
+        "msg_06",
+        1_790_000_010_000,
+        &json!({"role": "assistant", "time": {"created": 1_790_000_010_000_i64}}).to_string(),
+        &[(
+            "prt_06a",
+            json!({"type": "text", "text": "Done: TZ=UTC in the test."}),
+        )],
+    );
+    let s = run(&h, &c, Source::OpenCode);
+    assert_eq!((s.files_read, s.stored, s.duplicate), (1, 2, 2), "{s:?}");
+    assert_eq!(turns(&h.db, "harvest:opencode").len(), 4);
+    drop(w);
+}
+
+#[test]
+fn opencode_older_json_tree_and_its_overrides() {
+    let h = home();
+    let mut c = Config::new(h.home.clone());
+    let data = h.home.join("xdg-data");
+    c.env
+        .insert("XDG_DATA_HOME".into(), data.display().to_string());
+    c.env
+        .insert("OPENCODE_DB".into(), "/elsewhere/oc.db".into());
+    assert_eq!(
+        c.roots(Source::OpenCode),
+        vec![data.join("opencode"), PathBuf::from("/elsewhere/oc.db")]
+    );
+    c.env.remove("OPENCODE_DB");
+    let storage = data.join("opencode/storage");
+    let write = |rel: &str, v: serde_json::Value| {
+        let p = storage.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, v.to_string()).unwrap();
+    };
+    write(
+        "session/prj_1/ses_old.json",
+        json!({"id": "ses_old", "projectID": "prj_1", "title": "Old session", "directory": "/home/ada/src/orbit",
+               "version": "0.3.0", "time": {"created": 1_750_000_000_000_i64, "updated": 1_750_000_100_000_i64}}),
+    );
+    write(
+        "message/ses_old/msg_a.json",
+        json!({"id": "msg_a", "sessionID": "ses_old", "role": "user", "time": {"created": 1_750_000_000_000_i64}}),
+    );
+    write(
+        "part/msg_a/prt_a1.json",
+        json!({"id": "prt_a1", "messageID": "msg_a", "sessionID": "ses_old", "type": "text", "text": "List the files."}),
+    );
+    write(
+        "message/ses_old/msg_b.json",
+        json!({"id": "msg_b", "sessionID": "ses_old", "role": "assistant", "modelID": "gpt-4.1",
+               "time": {"created": 1_750_000_001_000_i64}}),
+    );
+    write(
+        "part/msg_b/prt_b1.json",
+        json!({"id": "prt_b1", "messageID": "msg_b", "type": "tool", "tool": "list", "callID": "c1",
+               "state": {"status": "error", "input": {"path": "."}, "error": "permission denied"}}),
+    );
+    write(
+        "part/msg_b/prt_b2.json",
+        json!({"id": "prt_b2", "messageID": "msg_b", "type": "text", "text": "I could not list them."}),
+    );
+    std::fs::write(storage.join("message/ses_old/msg_c.json"), "{broken").unwrap();
+    let s = run(&h, &c, Source::OpenCode);
+    assert_eq!((s.files, s.stored), (1, 2), "{s:?}");
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    let t = turns(&h.db, "harvest:opencode");
+    assert_eq!(t.len(), 2);
+    assert_eq!(
+        (t[0].2.as_str(), t[0].3.as_str()),
+        ("user", "List the files.")
+    );
+    assert_eq!(t[0].1.as_deref(), Some("Old session"));
+    assert!(
+        t[1].3.contains("[tool: list]") && t[1].3.contains("permission denied"),
+        "{}",
+        t[1].3
+    );
+    let s = run(&h, &c, Source::OpenCode);
+    assert_eq!((s.files_read, s.stored), (0, 0), "{s:?}");
+}
+
+// -------------------------------------------------------------------------------------------------------- Goose
+
+const GOOSE_SCHEMA: &str = "
+    CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
+    CREATE TABLE sessions (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', description TEXT NOT NULL DEFAULT '',
+        user_set_name BOOLEAN DEFAULT FALSE, session_type TEXT NOT NULL DEFAULT 'user', working_dir TEXT NOT NULL,
+        created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+        extension_data TEXT DEFAULT '{}', total_tokens INTEGER, input_tokens INTEGER, output_tokens INTEGER,
+        schedule_id TEXT, recipe_json TEXT);
+    CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL REFERENCES sessions(id),
+        role TEXT NOT NULL, content_json TEXT NOT NULL, created_timestamp INTEGER NOT NULL,
+        timestamp TIMESTAMP DEFAULT CURRENT_TIMESTAMP, tokens INTEGER, metadata_json TEXT);
+    CREATE INDEX idx_messages_session ON messages(session_id);
+    INSERT INTO schema_version(version) VALUES (5);";
+
+fn goose_message(c: &Connection, role: &str, content: serde_json::Value, meta: serde_json::Value) {
+    c.execute(
+        "INSERT INTO messages(session_id, role, content_json, created_timestamp, metadata_json)
+         VALUES ('20260901_1', ?1, ?2, 1790000000, ?3)",
+        params![role, content.to_string(), meta.to_string()],
+    )
+    .unwrap();
+}
+
+fn goose_fixture(path: &Path) -> Connection {
+    let c = wal_db(path, GOOSE_SCHEMA);
+    c.execute(
+        "INSERT INTO sessions(id, name, description, working_dir) VALUES ('20260901_1', 'Orbit tests', '', '/home/ada/src/orbit')",
+        [],
+    )
+    .unwrap();
+    let visible = json!({"userVisible": true, "agentVisible": true});
+    goose_message(
+        &c,
+        "user",
+        json!([{"type": "text", "text": "Run the orbit tests."}]),
+        visible.clone(),
+    );
+    goose_message(
+        &c,
+        "assistant",
+        json!([{"type": "thinking", "thinking": "I should run cargo test.", "signature": "sig"},
+               {"type": "text", "text": "Running them now."},
+               {"type": "toolRequest", "id": "toolu_1",
+                "toolCall": {"status": "success", "value": {"name": "developer__shell", "arguments": {"command": "cargo test orbit"}}}}]),
+        visible.clone(),
+    );
+    goose_message(
+        &c,
+        "user",
+        json!([{"type": "toolResponse", "id": "toolu_1",
+                "toolResult": {"status": "success", "value": [{"type": "text", "text": "test result: ok. 12 passed"}]}}]),
+        visible.clone(),
+    );
+    // What Goose keeps for the model only (a summary of earlier context).
+    goose_message(
+        &c,
+        "user",
+        json!([{"type": "text", "text": "Summary: the user works on orbit."}]),
+        json!({"userVisible": false, "agentVisible": true}),
+    );
+    goose_message(&c, "assistant", json!({"not": "a list"}), visible.clone());
+    goose_message(
+        &c,
+        "assistant",
+        json!([{"type": "text", "text": "All 12 pass."}, {"type": "toolConfirmationRequest", "id": "x", "toolName": "shell"}]),
+        visible,
+    );
+    c
+}
+
+#[test]
+fn goose_sessions_land_and_a_grown_session_adds_only_new_turns_and_the_overrides_move_it() {
+    let h = home();
+    let mut c = Config::new(h.home.clone());
+    assert_eq!(
+        c.roots(Source::Goose),
+        vec![h.home.join(".local/share/goose/sessions")]
+    );
+    c.env.insert(
+        "XDG_DATA_HOME".into(),
+        h.home.join("xdg").display().to_string(),
+    );
+    assert_eq!(
+        c.roots(Source::Goose),
+        vec![h.home.join("xdg/goose/sessions")]
+    );
+    let root = h.home.join("goose-root");
+    c.env
+        .insert("GOOSE_PATH_ROOT".into(), root.display().to_string());
+    assert_eq!(c.roots(Source::Goose), vec![root.join("data/sessions")]);
+    let path = root.join("data/sessions/sessions.db");
+    let w = goose_fixture(&path);
+    assert!(wal_exists(&path));
+    let s = run(&h, &c, Source::Goose);
+    assert_eq!(s.surface, "harvest:goose");
+    assert_eq!((s.files, s.stored), (1, 5), "{s:?}");
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    assert!(s.problems[0].message.contains("#5"), "{:?}", s.problems);
+    assert_eq!(
+        s.records_skipped
+            .get("goose content toolConfirmationRequest")
+            .copied(),
+        Some(1)
+    );
+    let t = turns(&h.db, "harvest:goose");
+    let roles: Vec<&str> = t.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "system", "assistant"]);
+    assert_eq!(t[0].1.as_deref(), Some("Orbit tests"));
+    assert_eq!(t[0].3, "Run the orbit tests.");
+    assert!(
+        t[1].3.contains("[reasoning]") && t[1].3.contains("cargo test"),
+        "{}",
+        t[1].3
+    );
+    assert!(t[1].3.contains("[tool: developer__shell]"), "{}", t[1].3);
+    assert!(t[2].3.contains("12 passed"), "{}", t[2].3);
+    assert_eq!(t[4].3, "All 12 pass.");
+    assert!(
+        t[3].3.starts_with("[context]") && t[3].3.contains("Summary"),
+        "the message the user does not see is hidden context: {}",
+        t[3].3
+    );
+    // Unchanged: nothing read. Grown: only the new turn.
+    let s = run(&h, &c, Source::Goose);
+    assert_eq!((s.files_read, s.stored), (0, 0), "{s:?}");
+    goose_message(
+        &w,
+        "user",
+        json!([{"type": "text", "text": "Thanks."}]),
+        json!({"userVisible": true}),
+    );
+    let s = run(&h, &c, Source::Goose);
+    assert_eq!((s.files_read, s.stored, s.duplicate), (1, 1, 5), "{s:?}");
+    drop(w);
+}

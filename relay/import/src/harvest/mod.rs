@@ -25,6 +25,8 @@ pub mod gemini_cli;
 // Sources kept in SQLite files or VS Code-style storage.
 pub mod copilot_chat;
 pub mod cursor;
+pub mod goose;
+pub mod opencode;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -59,10 +61,12 @@ pub enum Source {
     // Sources kept in SQLite files or VS Code-style storage.
     Cursor,
     CopilotChat,
+    OpenCode,
+    Goose,
 }
 
 impl Source {
-    pub const ALL: [Source; 7] = [
+    pub const ALL: [Source; 9] = [
         Source::ClaudeCode,
         Source::Codex,
         Source::GeminiCli,
@@ -71,6 +75,8 @@ impl Source {
         // Sources kept in SQLite files or VS Code-style storage.
         Source::Cursor,
         Source::CopilotChat,
+        Source::OpenCode,
+        Source::Goose,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,6 +88,8 @@ impl Source {
             Source::Continue => "continue",
             Source::Cursor => "cursor",
             Source::CopilotChat => "copilot-chat",
+            Source::OpenCode => "opencode",
+            Source::Goose => "goose",
         }
     }
 
@@ -114,6 +122,9 @@ impl Source {
             } else {
                 ".config/Code/User"
             }),
+            // The XDG data folder on macOS too.
+            Source::OpenCode => Some(".local/share/opencode"),
+            Source::Goose => Some(".local/share/goose/sessions"),
         }
     }
 
@@ -151,13 +162,28 @@ impl Source {
                         _ => false,
                     }
             }
+            // `opencode.db` / `opencode-<channel>.db`, or the older tree's
+            // `storage/session/<project>/<session>.json`.
+            Source::OpenCode => {
+                let parts: Vec<_> = rel.components().map(|c| c.as_os_str()).collect();
+                match parts.as_slice() {
+                    [_] => name.starts_with("opencode") && name.ends_with(".db"),
+                    [st, se, _, _] => {
+                        *st == "storage" && *se == "session" && name.ends_with(".json")
+                    }
+                    _ => false,
+                }
+            }
+            Source::Goose => rel == Path::new("sessions.db"),
         }
     }
 
     /// Whether a transcript file of the source is a SQLite database (read through a copy, see [`db_file`]).
     fn is_db(self, path: &Path) -> bool {
         match self {
-            Source::Cursor => true,
+            Source::Cursor | Source::Goose => true,
+            // `OPENCODE_DB` may name a file of any name; the older tree's files are JSON.
+            Source::OpenCode => path.extension().is_none_or(|e| e != "json"),
             _ => {
                 let _ = path;
                 false
@@ -168,7 +194,7 @@ impl Source {
     fn whole_file(self) -> bool {
         matches!(
             self,
-            Source::GeminiCli | Source::Continue | Source::CopilotChat
+            Source::GeminiCli | Source::Continue | Source::CopilotChat | Source::OpenCode
         )
     }
 }
@@ -191,8 +217,14 @@ pub struct Config {
 }
 
 /// The environment variables that move a tool's history (read where a [`Config`] is built, so tests set them
-/// explicitly): `XDG_CONFIG_HOME` (Cursor's and VS Code's user folders on Linux).
-pub const ENV: &[&str] = &["XDG_CONFIG_HOME"];
+/// explicitly): `XDG_CONFIG_HOME` (Cursor's and VS Code's user folders on Linux), `XDG_DATA_HOME` (OpenCode's and
+/// Goose's data), `OPENCODE_DB` (OpenCode's database file), `GOOSE_PATH_ROOT` (all of Goose's folders).
+pub const ENV: &[&str] = &[
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "OPENCODE_DB",
+    "GOOSE_PATH_ROOT",
+];
 
 impl Config {
     pub fn new(home: PathBuf) -> Config {
@@ -263,6 +295,32 @@ impl Config {
                     .map(|app| app_data().join(app).join("User"))
                     .collect(),
             ),
+            Source::OpenCode => {
+                let data = var("XDG_DATA_HOME").map_or_else(
+                    || self.home.join(".local/share/opencode"),
+                    |x| x.join("opencode"),
+                );
+                let mut roots = vec![data.clone()];
+                // OPENCODE_DB: a file, absolute or relative to the data folder (`:memory:` keeps nothing).
+                if let Some(db) = self
+                    .env
+                    .get("OPENCODE_DB")
+                    .filter(|v| !v.is_empty() && *v != ":memory:")
+                {
+                    let p = Path::new(db);
+                    roots.push(if p.is_absolute() {
+                        p.to_path_buf()
+                    } else {
+                        data.join(p)
+                    });
+                }
+                Some(roots)
+            }
+            Source::Goose => Some(vec![match (var("GOOSE_PATH_ROOT"), var("XDG_DATA_HOME")) {
+                (Some(root), _) => root.join("data/sessions"),
+                (None, Some(x)) => x.join("goose/sessions"),
+                (None, None) => self.home.join(".local/share/goose/sessions"),
+            }]),
             _ => None,
         }
     }
@@ -837,6 +895,7 @@ fn whole_file(
             Source::GeminiCli => gemini_cli::read(path, &bytes, &mut out, &mut notes),
             Source::Continue => continue_dev::read(path, &bytes, &mut out, &mut notes),
             Source::CopilotChat => copilot_chat::read(path, &bytes, &mut out, &mut notes),
+            Source::OpenCode => opencode::read_tree(path, &bytes, &mut out, &mut notes),
             _ => Ok(()),
         };
         if let Err(why) = parsed {
@@ -900,6 +959,8 @@ fn db_file(
     let mut notes = Notes::default();
     let sessions = match source {
         Source::Cursor => cursor::sessions(&db, &mut notes),
+        Source::OpenCode => opencode::sessions(&db, &mut notes),
+        Source::Goose => goose::sessions(&db, &mut notes),
         _ => Ok(Vec::new()),
     };
     let sessions = match sessions {
@@ -919,8 +980,11 @@ fn db_file(
     let mut out = Collected::default();
     let before = sink.summary.stored;
     for id in &sessions {
-        if source == Source::Cursor {
-            cursor::session(&db, id, &mut out, &mut notes);
+        match source {
+            Source::Cursor => cursor::session(&db, id, &mut out, &mut notes),
+            Source::OpenCode => opencode::session(&db, id, &mut out, &mut notes),
+            Source::Goose => goose::session(&db, id, &mut out, &mut notes),
+            _ => {}
         }
         if out.len() >= BATCH_TURNS {
             out.store(sink, st.mtime_ms)?;
