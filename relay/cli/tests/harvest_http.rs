@@ -133,7 +133,7 @@ fn harvest_once_from_the_command_line() {
         "{}",
         refused.stderr
     );
-    let bad = cli(&db, &["harvest", "enable", "cursor"]);
+    let bad = cli(&db, &["harvest", "enable", "windsurf"]);
     assert!(!bad.status.success());
     assert!(
         bad.stderr
@@ -141,6 +141,27 @@ fn harvest_once_from_the_command_line() {
         "{}",
         bad.stderr
     );
+    assert!(
+        bad.stderr.contains("cursor, copilot-chat, opencode, goose"),
+        "{}",
+        bad.stderr
+    );
+    // The sources kept in SQLite files or VS Code storage are enabled like the others and listed with their paths.
+    for name in ["cursor", "copilot-chat", "opencode", "goose"] {
+        cli(&db, &["harvest", "enable", name]).ok();
+    }
+    let list = cli_json(&db, &["harvest", "list", "--json", "--home", &home_s]);
+    for name in ["cursor", "copilot-chat", "opencode", "goose"] {
+        let row = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {list}"));
+        assert_eq!(row["enabled"], true, "{row}");
+        assert!(!row["paths"].as_array().unwrap().is_empty(), "{row}");
+        cli(&db, &["harvest", "disable", name]).ok();
+    }
 
     cli(&db, &["harvest", "enable", "codex"]).ok();
     let out = cli(&db, &["harvest", "--once", "--json", "--home", &home_s]);

@@ -11,6 +11,10 @@
 //! - **whole-file formats** (Gemini CLI, Continue): the tool rewrites the file as the session grows, so a
 //!   changed file is read whole and every turn sent again; message ids and content hashes make that idempotent
 //!   (only new turns are stored). A file that does not parse (half written) is left for the next run.
+//! - **SQLite sources** (Cursor, OpenCode, Goose): the tool writes its database while it runs, so it is never
+//!   opened in place; when the file or its `-wal` changed (sizes, times), both are copied and the copy read
+//!   ([`personkit_store::foreign`]), every session's turns sent again (message ids make that idempotent), in
+//!   batches. VS Code Copilot Chat's `.jsonl` operation logs are rewritten when VS Code compacts them: whole-file.
 //!
 //! A file's state is saved only after its turns are stored, so a crash re-reads at most what it had not
 //! committed (and the store answers it as duplicate). Parsers never panic on input: a line that is not JSON is a
