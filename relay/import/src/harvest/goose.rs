@@ -6,11 +6,11 @@
 //!
 //! `sessions(id, name, description, working_dir, created_at, updated_at, …)` and `messages(id, message_id?,
 //! session_id, role, content_json, created_timestamp (Unix s), metadata_json)`. `content_json` is a list of
-//! content items tagged by `type`: `text` {text}, `thinking` {thinking} (reasoning), `redactedThinking` (counted as
-//! withheld reasoning), `toolRequest` {id, toolCall {status, value {name, arguments}}} (a tool call),
+//! content items tagged by `type` (camelCase): `text` {text}, `thinking` {thinking} and `reasoning` {text}
+//! (reasoning), `redactedThinking` (counted as withheld reasoning), `document` (named as a file), `toolRequest` {id, toolCall {status, value {name, arguments}}} (a tool call),
 //! `toolResponse` {id, toolResult {status, value: [content] | error}} (a tool's output: a message of only these is a
-//! tool turn), `image`; `toolConfirmationRequest`, `frontendToolRequest`, `contextLengthExceeded`,
-//! `summarizationRequested` and `systemNotification` are the app's own notes, skipped by name; any other is kept as
+//! tool turn), `image`; `toolConfirmationRequest`, `frontendToolRequest`, `actionRequired`, `toolInputDelta`,
+//! `contextLengthExceeded`, `summarizationRequested` and `systemNotification` are the app's own notes, skipped by name; any other is kept as
 //! an `[unsupported: …]` marker. `metadata_json.userVisible: false` marks a message the user does not see: stored
 //! hidden. A message is keyed by its `message_id` when the schema has one, else by its row id; one thread per
 //! session, titled by its name (or description).
@@ -34,6 +34,7 @@ const APP_NOTES: &[&str] = &[
     "summarizationRequested",
     "systemNotification",
     "actionRequired",
+    "toolInputDelta",
 ];
 
 fn s<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
@@ -165,8 +166,16 @@ pub fn session(db: &ForeignDb, id: &str, out: &mut Collected, notes: &mut Notes)
                             thoughts.push(x.to_owned());
                         }
                     }
+                    "reasoning" => {
+                        if let Some(x) = s(c, "text") {
+                            thoughts.push(x.to_owned());
+                        }
+                    }
                     "redactedThinking" => thoughts.push(turn_text::REASONING_WITHHELD.to_owned()),
                     "image" => text.push(turn_text::image("")),
+                    "document" => text.push(turn_text::file(
+                        s(c, "name").or_else(|| s(c, "uri")).unwrap_or("document"),
+                    )),
                     "toolRequest" => {
                         let call = c.get("toolCall").unwrap_or(&Value::Null);
                         let v = call.get("value").unwrap_or(&Value::Null);
