@@ -890,3 +890,96 @@ fn goose_sessions_land_and_a_grown_session_adds_only_new_turns_and_the_overrides
     assert_eq!((s.files_read, s.stored, s.duplicate), (1, 1, 5), "{s:?}");
     drop(w);
 }
+
+// ------------------------------------------------------------------------------------------- Cursor's agent CLI
+
+const AGENT_FILE: &str = ".cursor/projects/home-ada-src-orbit/agent-transcripts/3f9c2d1e-aa10-4c5b-9e7d-1b2c3d4e5f60.jsonl";
+
+fn agent_line(role: &str, content: serde_json::Value) -> String {
+    json!({"role": role, "message": {"content": content}}).to_string()
+}
+
+#[test]
+fn cursor_agent_transcripts_keep_the_users_words_apart_and_grow_incrementally() {
+    let h = home();
+    let path = h.home.join(AGENT_FILE);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let lines = [
+        agent_line(
+            "user",
+            json!([{"type": "text", "text": "<timestamp>Monday, Sep 1, 2026, 10:00</timestamp>\n<user_query>\nFix the orbit test\n</user_query>"}]),
+        ),
+        agent_line(
+            "assistant",
+            json!([{"type": "thinking", "thinking": "Probably the time zone."},
+                   {"type": "text", "text": "Let me look at the test."},
+                   {"type": "tool_use", "id": "tool_1", "name": "Shell", "input": {"command": "cargo test orbit"}}]),
+        ),
+        agent_line(
+            "user",
+            json!([{"type": "text", "text": "<user_info>OS: linux; shell: bash</user_info>"}]),
+        ),
+        "{\"role\": \"assistant\", \"message\": ".to_owned(),
+        agent_line(
+            "assistant",
+            json!([{"type": "text", "text": "Pinned the test to UTC."}]),
+        ),
+        agent_line("assistant", json!([])),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let c = Config::new(h.home.clone());
+    let s = run(&h, &c, Source::CursorAgent);
+    assert_eq!(s.surface, "harvest:cursor-agent");
+    assert_eq!((s.files, s.stored), (1, 4), "{s:?}");
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    assert_eq!(s.problems[0].line, Some(4));
+    assert_eq!(
+        s.records_skipped
+            .get("cursor-agent message with no content")
+            .copied(),
+        Some(1)
+    );
+    let t = turns(&h.db, "harvest:cursor-agent");
+    let roles: Vec<&str> = t.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "system", "assistant"]);
+    assert_eq!(t[0].0, "3f9c2d1e-aa10-4c5b-9e7d-1b2c3d4e5f60");
+    assert!(t[0].3.starts_with("Fix the orbit test"), "{}", t[0].3);
+    assert!(t[0].3.contains("[injected: timestamp]"), "{}", t[0].3);
+    assert!(!t[0].3.contains("<user_query>"), "{}", t[0].3);
+    assert!(
+        t[1].3.contains("[reasoning]") && t[1].3.contains("[tool: Shell]"),
+        "{}",
+        t[1].3
+    );
+    assert!(t[2].3.contains("[injected: user_info]"), "{}", t[2].3);
+    // The file grows by one line and half of another (being written): only the whole line is taken.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    use std::io::Write;
+    write!(
+        f,
+        "{}\n{{\"role\": \"user\", \"mess",
+        agent_line(
+            "user",
+            json!([{"type": "text", "text": "<user_query>Thanks!</user_query>"}])
+        )
+    )
+    .unwrap();
+    drop(f);
+    let s = run(&h, &c, Source::CursorAgent);
+    assert_eq!((s.files_read, s.stored, s.duplicate), (1, 1, 0), "{s:?}");
+    assert!(s.problems.is_empty(), "{s:?}");
+    let s = run(&h, &c, Source::CursorAgent);
+    assert_eq!((s.files_read, s.stored), (0, 0), "{s:?}");
+    // CURSOR_CONFIG_DIR moves it.
+    let mut moved = Config::new(h.home.clone());
+    moved
+        .env
+        .insert("CURSOR_CONFIG_DIR".into(), "/opt/cursor-conf".into());
+    assert_eq!(
+        moved.roots(Source::CursorAgent),
+        vec![PathBuf::from("/opt/cursor-conf/projects")]
+    );
+}

@@ -111,7 +111,7 @@ pub struct ListArgs {
 pub struct NameArgs {
     #[command(flatten)]
     pub db: DbArg,
-    /// claude-code, codex, gemini-cli, aider, continue, cursor, copilot-chat, opencode or goose.
+    /// claude-code, codex, gemini-cli, aider, continue, cursor, copilot-chat, opencode, goose or cursor-agent.
     pub name: String,
 }
 
@@ -119,7 +119,7 @@ pub struct NameArgs {
 pub struct EnableArgs {
     #[command(flatten)]
     pub db: DbArg,
-    /// claude-code, codex, gemini-cli, aider, continue, cursor, copilot-chat, opencode or goose.
+    /// claude-code, codex, gemini-cli, aider, continue, cursor, copilot-chat, opencode, goose or cursor-agent.
     pub name: String,
     /// The folder to read instead of the default (e.g. on another OS or a copied home folder).
     #[arg(long, value_name = "DIR")]

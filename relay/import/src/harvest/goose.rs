@@ -5,15 +5,16 @@
 //! 0d969180.
 //!
 //! `sessions(id, name, description, working_dir, created_at, updated_at, …)` and `messages(id, message_id?,
-//! session_id, role, content_json, created_timestamp (Unix s), metadata_json)`. `content_json` is a list of
-//! content items tagged by `type` (camelCase): `text` {text}, `thinking` {thinking} and `reasoning` {text}
-//! (reasoning), `redactedThinking` (counted as withheld reasoning), `document` (named as a file), `toolRequest` {id, toolCall {status, value {name, arguments}}} (a tool call),
-//! `toolResponse` {id, toolResult {status, value: [content] | error}} (a tool's output: a message of only these is a
-//! tool turn), `image`; `toolConfirmationRequest`, `frontendToolRequest`, `actionRequired`, `toolInputDelta`,
-//! `contextLengthExceeded`, `summarizationRequested` and `systemNotification` are the app's own notes, skipped by name; any other is kept as
-//! an `[unsupported: …]` marker. `metadata_json.userVisible: false` marks a message the user does not see: stored
-//! hidden. A message is keyed by its `message_id` when the schema has one, else by its row id; one thread per
-//! session, titled by its name (or description).
+//! session_id, role, content_json, created_timestamp (Unix s), metadata_json)`. `content_json` is a list of content
+//! items tagged by `type` (camelCase): `text` {text}, `thinking` {thinking} and `reasoning` {text} (reasoning),
+//! `redactedThinking` (counted as withheld reasoning), `document` (named as a file), `toolRequest` {id, toolCall
+//! {status, value {name, arguments}}} (a tool call), `toolResponse` {id, toolResult {status, value: [content] |
+//! error}} (a tool's output: a message of only these is a tool turn), `image`; `toolConfirmationRequest`,
+//! `frontendToolRequest`, `actionRequired`, `toolInputDelta`, `contextLengthExceeded`, `summarizationRequested` and
+//! `systemNotification` are the app's own notes, skipped by name; any other is kept as an `[unsupported: …]`
+//! marker. `metadata_json.userVisible: false` marks a message the user does not see: stored hidden. A message is
+//! keyed by its `message_id` when the schema has one, else by its row id; one thread per session, titled by its
+//! name (or description).
 
 use personkit_shared::network::ToolCall;
 use personkit_shared::turn_text;

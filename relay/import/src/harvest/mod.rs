@@ -4,13 +4,14 @@
 //!
 //! Each [`Source`] is opt-in (the user enables it; `personkit_store::harvest` keeps that, the paths and how far
 //! each file was read). A run walks every enabled source's files and reads only what is new:
-//! - **line formats** (Claude Code, Codex CLI, Aider): from the byte offset after the last complete line taken
-//!   before; a last line without its newline is left for the next run. A file that shrank, changed device/inode,
-//!   or whose first bytes (up to 4 KiB of what was read) no longer hash the same was replaced: it is read again
-//!   from the start (what was stored before answers as duplicate).
-//! - **whole-file formats** (Gemini CLI, Continue): the tool rewrites the file as the session grows, so a
-//!   changed file is read whole and every turn sent again; message ids and content hashes make that idempotent
-//!   (only new turns are stored). A file that does not parse (half written) is left for the next run.
+//! - **line formats** (Claude Code, Codex CLI, Aider, Cursor's agent): from the byte offset after the last complete
+//!   line taken before; a last line without its newline is left for the next run. A file that shrank, changed
+//!   device/inode, or whose first bytes (up to 4 KiB of what was read) no longer hash the same was replaced: it is
+//!   read again from the start (what was stored before answers as duplicate).
+//! - **whole-file formats** (Gemini CLI, Continue, Copilot Chat, OpenCode's older JSON tree): the tool rewrites the
+//!   file as the session grows, so a changed file is read whole and every turn sent again; message ids and content
+//!   hashes make that idempotent (only new turns are stored). A file that does not parse (half written) is left for
+//!   the next run.
 //! - **SQLite sources** (Cursor, OpenCode, Goose): the tool writes its database while it runs, so it is never
 //!   opened in place; when the file or its `-wal` changed (sizes, times), both are copied and the copy read
 //!   ([`personkit_store::foreign`]), every session's turns sent again (message ids make that idempotent), in
@@ -29,6 +30,7 @@ pub mod gemini_cli;
 // Sources kept in SQLite files or VS Code-style storage.
 pub mod copilot_chat;
 pub mod cursor;
+pub mod cursor_agent;
 pub mod goose;
 pub mod opencode;
 
@@ -67,10 +69,11 @@ pub enum Source {
     CopilotChat,
     OpenCode,
     Goose,
+    CursorAgent,
 }
 
 impl Source {
-    pub const ALL: [Source; 9] = [
+    pub const ALL: [Source; 10] = [
         Source::ClaudeCode,
         Source::Codex,
         Source::GeminiCli,
@@ -81,6 +84,7 @@ impl Source {
         Source::CopilotChat,
         Source::OpenCode,
         Source::Goose,
+        Source::CursorAgent,
     ];
 
     pub fn name(self) -> &'static str {
@@ -94,6 +98,7 @@ impl Source {
             Source::CopilotChat => "copilot-chat",
             Source::OpenCode => "opencode",
             Source::Goose => "goose",
+            Source::CursorAgent => "cursor-agent",
         }
     }
 
@@ -129,6 +134,7 @@ impl Source {
             // The XDG data folder on macOS too.
             Source::OpenCode => Some(".local/share/opencode"),
             Source::Goose => Some(".local/share/goose/sessions"),
+            Source::CursorAgent => Some(".cursor/projects"),
         }
     }
 
@@ -179,6 +185,14 @@ impl Source {
                 }
             }
             Source::Goose => rel == Path::new("sessions.db"),
+            // `<encoded working folder>/agent-transcripts/**/<chat id>.jsonl`.
+            Source::CursorAgent => {
+                name.ends_with(".jsonl")
+                    && rel
+                        .components()
+                        .nth(1)
+                        .is_some_and(|c| c.as_os_str() == "agent-transcripts")
+            }
         }
     }
 
@@ -222,12 +236,14 @@ pub struct Config {
 
 /// The environment variables that move a tool's history (read where a [`Config`] is built, so tests set them
 /// explicitly): `XDG_CONFIG_HOME` (Cursor's and VS Code's user folders on Linux), `XDG_DATA_HOME` (OpenCode's and
-/// Goose's data), `OPENCODE_DB` (OpenCode's database file), `GOOSE_PATH_ROOT` (all of Goose's folders).
+/// Goose's data), `OPENCODE_DB` (OpenCode's database file), `GOOSE_PATH_ROOT` (all of Goose's folders),
+/// `CURSOR_CONFIG_DIR` (Cursor's agent transcripts).
 pub const ENV: &[&str] = &[
     "XDG_CONFIG_HOME",
     "XDG_DATA_HOME",
     "OPENCODE_DB",
     "GOOSE_PATH_ROOT",
+    "CURSOR_CONFIG_DIR",
 ];
 
 impl Config {
@@ -320,6 +336,11 @@ impl Config {
                 }
                 Some(roots)
             }
+            Source::CursorAgent => Some(vec![
+                var("CURSOR_CONFIG_DIR")
+                    .unwrap_or_else(|| self.home.join(".cursor"))
+                    .join("projects"),
+            ]),
             Source::Goose => Some(vec![match (var("GOOSE_PATH_ROOT"), var("XDG_DATA_HOME")) {
                 (Some(root), _) => root.join("data/sessions"),
                 (None, Some(x)) => x.join("goose/sessions"),
@@ -1057,6 +1078,7 @@ fn line_file(
     let mut read_any = false;
     let mut claude = claude_code::Parser;
     let mut codex = codex::Parser;
+    let mut cursor_agent = cursor_agent::Parser;
     let mut aider = aider::Parser::default();
     // What was taken and stored so far: saved after each batch, so a long file is read in bounded memory.
     let checkpoint = |sink: &mut Sink<'_>,
@@ -1117,6 +1139,7 @@ fn line_file(
                     Ok(v) if v.is_object() => match source {
                         Source::ClaudeCode => claude.line(&mut meta, at, v, out, notes),
                         Source::Codex => codex.line(&mut meta, at, v, out, notes),
+                        Source::CursorAgent => cursor_agent.line(&mut meta, at, v, out, notes),
                         _ => {}
                     },
                     Ok(v) => notes.problems.push((
