@@ -186,6 +186,37 @@ fn harvest_once_from_the_command_line() {
         "{}",
         String::from_utf8_lossy(&off.stderr)
     );
+    // A tool's own path variable, read from the environment: VS Code's user folder under XDG_CONFIG_HOME.
+    let xdg = dir.path().join("xdg");
+    let chat = xdg.join("Code/User/workspaceStorage/ws1/chatSessions/s1.json");
+    std::fs::create_dir_all(chat.parent().unwrap()).unwrap();
+    std::fs::write(
+        &chat,
+        r#"{"version": 3, "sessionId": "s1", "requests": [{"requestId": "r1", "message": {"text": "Hello there"},
+            "response": [{"value": "Hi! How can I help?"}], "timestamp": 1790000000000}]}"#,
+    )
+    .unwrap();
+    let moved = std::process::Command::new(personkit_testkit::bin())
+        .args([
+            "harvest",
+            "--once",
+            "--json",
+            "--source",
+            "copilot-chat",
+            "--home",
+            &home_s,
+        ])
+        .env("PERSONKIT_DB", &db)
+        .env("XDG_CONFIG_HOME", &xdg)
+        .output()
+        .unwrap();
+    assert!(
+        moved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
+    let report: Value = serde_json::from_slice(&moved.stdout).unwrap();
+    assert_eq!(report["sources"][0]["stored"], 2, "{report}");
     let human = cli(&db, &["harvest", "list", "--home", &home_s]);
     human.ok();
     assert!(

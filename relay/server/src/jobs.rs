@@ -112,6 +112,8 @@ pub struct HarvestSchedule {
     pub every: Duration,
     pub home: std::path::PathBuf,
     pub patterns: Vec<String>,
+    /// The tools' own path variables (`personkit_import::harvest::ENV`) as `serve` found them.
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// The running harvest job; [`HarvestJob::stop`] ends it between passes (a pass in progress finishes first).
@@ -161,6 +163,7 @@ fn harvest_pass(path: &Path, schedule: &HarvestSchedule, clock: &personkit_store
         }
     };
     let mut config = harvest::Config::new(schedule.home.clone());
+    config.env.clone_from(&schedule.env);
     let sources = match config.load(&conn) {
         Ok(s) => s,
         Err(e) => {

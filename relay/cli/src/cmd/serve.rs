@@ -117,14 +117,15 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let harvest = if a.harvest_interval == 0 {
         None
     } else {
+        let c = crate::cmd::harvest::HomeArg {
+            home: a.harvest_home.clone(),
+        }
+        .config()?;
         Some(personkit_server::jobs::HarvestSchedule {
             every: std::time::Duration::from_secs(a.harvest_interval),
-            home: crate::cmd::harvest::HomeArg {
-                home: a.harvest_home.clone(),
-            }
-            .config()?
-            .home,
+            home: c.home,
             patterns: crate::cmd::import::load_patterns(a.patterns.as_deref())?,
+            env: c.env,
         })
     };
     let config = ServeConfig {
