@@ -315,7 +315,18 @@ fn a_growing_cursor_chat_stores_only_its_new_messages() {
         ],
     );
     let s = run(&h, &c, Source::Cursor);
-    assert_eq!((s.files_read, s.stored, s.duplicate), (1, 2, 6), "{s:?}");
+    // The grown chat is sent again (its 4 turns answer as duplicates); the other chats, unchanged, are not.
+    assert_eq!((s.files_read, s.stored, s.duplicate), (1, 2, 4), "{s:?}");
+    assert_eq!(
+        s.records_skipped
+            .get("sessions unchanged since the last read")
+            .copied(),
+        Some(2),
+        "{s:?}"
+    );
+    // The grown chat's damaged message is reported again; the damaged chat, unchanged, is not.
+    assert_eq!(s.problems.len(), 1, "{s:?}");
+    assert!(s.problems[0].message.contains("b6"), "{s:?}");
     let chat: Vec<_> = turns(&h.db, "harvest:cursor")
         .into_iter()
         .filter(|x| x.0 == CHAT)

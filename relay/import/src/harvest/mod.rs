@@ -14,8 +14,8 @@
 //!   the next run.
 //! - **SQLite sources** (Cursor, OpenCode, Goose): the tool writes its database while it runs, so it is never
 //!   opened in place; when the file or its `-wal` changed (sizes, times), both are copied and the copy read
-//!   ([`personkit_store::foreign`]), every session's turns sent again (message ids make that idempotent), in
-//!   batches. VS Code Copilot Chat's `.jsonl` operation logs are rewritten when VS Code compacts them: whole-file.
+//!   ([`personkit_store::foreign`]); a session whose turns hash as at the last read is passed over, a changed one
+//!   sent whole (message ids make that idempotent), in batches. VS Code Copilot Chat's `.jsonl` operation logs are rewritten when VS Code compacts them: whole-file.
 //!
 //! A file's state is saved only after its turns are stored, so a crash re-reads at most what it had not
 //! committed (and the store answers it as duplicate). Parsers never panic on input: a line that is not JSON is a
@@ -607,6 +607,27 @@ impl Collected {
         self.turns
     }
 
+    /// Moves what `other` gathered after what this one has.
+    fn append(&mut self, other: Collected) {
+        self.turns += other.turns;
+        self.pushed += other.pushed;
+        self.convs.extend(other.convs);
+    }
+
+    /// A hash of what was gathered and what the reading reported: equal when a source gave the same again.
+    fn fingerprint(&self, notes: &Notes) -> String {
+        let mut h = Sha256::new();
+        for c in &self.convs {
+            h.update(c.conversation_id.as_bytes());
+            h.update(c.title.as_deref().unwrap_or_default().as_bytes());
+            for t in &c.turns {
+                h.update(serde_json::to_vec(t).unwrap_or_default());
+            }
+        }
+        h.update(format!("{:?}{:?}", notes.skipped, notes.problems).as_bytes());
+        hex(&h.finalize())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.turns == 0
     }
@@ -659,6 +680,16 @@ impl RecordTally {
 }
 
 impl Notes {
+    /// Takes in what another read reported.
+    fn absorb(&mut self, o: Notes) {
+        for (k, n) in o.skipped {
+            *self.skipped.entry(k).or_default() += n;
+        }
+        self.problems.extend(o.problems);
+        self.records.add(o.records);
+        self.skips += o.skips;
+    }
+
     pub fn skip(&mut self, what: &str) {
         *self.skipped.entry(what.to_owned()).or_default() += 1;
         self.skips += 1;
@@ -954,10 +985,10 @@ fn whole_file(
 /// The largest SQLite history file read (with its `-wal`): a Cursor state database of years of use is a few GB.
 const MAX_DB: u64 = 8 * 1024 * 1024 * 1024;
 
-/// A SQLite source, read whole through a private copy whenever the file or its `-wal` changed: every session's
-/// turns are sent again (the store answers what it has as duplicate), in batches of about [`BATCH_TURNS`]. A file
-/// that cannot be copied or read (too large, half written when copied, not a database) is a problem, its state
-/// left as it was so the next run tries again.
+/// A SQLite source, read whole through a private copy whenever the file or its `-wal` changed: each session whose
+/// turns (and what reading it reported) hash differently from the last read is sent whole (the store answers what it
+/// has as duplicate), in batches of about [`BATCH_TURNS`]. A file that cannot be copied or read (too large, half
+/// written when copied, not a database) is a problem, its state left as it was so the next run tries again.
 fn db_file(
     sink: &mut Sink<'_>,
     sr: &mut SourceReport,
@@ -1002,21 +1033,48 @@ fn db_file(
         meta: "{}".into(),
         ..FileRow::default()
     });
+    // Each session's fingerprint (of what it gave) as of the last read: a session that gives the same again is
+    // not sent to the store a second time.
+    let mut meta: Map<String, Value> = serde_json::from_str(&row.meta).unwrap_or_default();
+    let old = match meta.remove("sessions") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let mut seen = Map::new();
+    let mut unchanged = 0u64;
     let mut out = Collected::default();
     let before = sink.summary.stored;
     for id in &sessions {
+        let mut one = Collected::default();
+        let mut n = Notes::default();
         match source {
-            Source::Cursor => cursor::session(&db, id, &mut out, &mut notes),
-            Source::OpenCode => opencode::session(&db, id, &mut out, &mut notes),
-            Source::Goose => goose::session(&db, id, &mut out, &mut notes),
+            Source::Cursor => cursor::session(&db, id, &mut one, &mut n),
+            Source::OpenCode => opencode::session(&db, id, &mut one, &mut n),
+            Source::Goose => goose::session(&db, id, &mut one, &mut n),
             _ => {}
         }
+        let fp = one.fingerprint(&n);
+        let same = old.get(id).and_then(Value::as_str) == Some(fp.as_str());
+        seen.insert(id.clone(), Value::String(fp));
+        if same {
+            unchanged += 1;
+            continue;
+        }
+        out.append(one);
+        notes.absorb(n);
         if out.len() >= BATCH_TURNS {
             out.store(sink, st.mtime_ms)?;
         }
     }
     out.store(sink, st.mtime_ms)?;
     merge_notes(sr, path, notes);
+    if unchanged > 0 {
+        *sr.records_skipped
+            .entry("sessions unchanged since the last read".into())
+            .or_default() += unchanged;
+    }
+    meta.insert("sessions".into(), Value::Object(seen));
+    row.meta = Value::Object(meta).to_string();
     sr.files_read += 1;
     row.turns += sink.summary.stored - before;
     row.file_id.clone_from(&st.file_id);
