@@ -7,7 +7,8 @@
 //! written since the last checkpoint) are copied into a private temporary folder, and the copy is opened. So
 //! nothing is written beside the tool's file (no `-shm`, no recovered `-wal`), the tool's locks are never taken,
 //! and committed WAL content is seen. A copy taken mid-write can be inconsistent: opening or reading it then fails
-//! with an error the caller reports, and the next run copies again. The copy is deleted when the handle drops.
+//! with an error the caller reports, and the next run copies again. The copy is deleted when the handle drops; its
+//! folder is the user's alone, and copies a killed process left are removed a day later.
 //!
 //! Bounds: the caller caps the file size before copying ([`ForeignDb::open_copy`]); every select has a row limit;
 //! a cell larger than [`MAX_CELL`] is not read, it comes back as [`Cell::TooLarge`] with its size.
@@ -112,8 +113,9 @@ impl ForeignDb {
                 max: max_bytes >> 20,
             });
         }
-        let dir = std::env::temp_dir().join(format!("personkit-harvest-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).map_err(ForeignError::Copy)?;
+        sweep_stale();
+        let dir = std::env::temp_dir().join(format!("{COPY_PREFIX}{}", uuid::Uuid::new_v4()));
+        private_dir(&dir).map_err(ForeignError::Copy)?;
         let copy = dir.join("copy.db");
         // Dropped on any error below, which removes the folder.
         let guard = Cleanup(dir.clone());
@@ -241,6 +243,39 @@ impl ForeignDb {
 /// A string literal (for the table-valued pragma, which takes no parameter binding in every SQLite build).
 fn lit(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The name the copies' folders start with.
+const COPY_PREFIX: &str = "personkit-harvest-";
+
+/// A folder only this user can open: the copy holds someone's chat history.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(dir)
+}
+
+/// Removes copies left behind by a process that was killed while reading (older than a day).
+fn sweep_stale() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    let day = std::time::Duration::from_secs(24 * 3600);
+    for e in entries.filter_map(Result::ok) {
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > day);
+        if old && e.file_name().to_string_lossy().starts_with(COPY_PREFIX) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn wal_of(path: &Path) -> PathBuf {

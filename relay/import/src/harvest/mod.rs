@@ -202,10 +202,7 @@ impl Source {
             Source::Cursor | Source::Goose => true,
             // `OPENCODE_DB` may name a file of any name; the older tree's files are JSON.
             Source::OpenCode => path.extension().is_none_or(|e| e != "json"),
-            _ => {
-                let _ = path;
-                false
-            }
+            _ => false,
         }
     }
 
