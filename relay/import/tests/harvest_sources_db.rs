@@ -994,3 +994,45 @@ fn cursor_agent_transcripts_keep_the_users_words_apart_and_grow_incrementally() 
         vec![PathBuf::from("/opt/cursor-conf/projects")]
     );
 }
+
+#[test]
+fn cursors_older_chat_panel_in_a_workspace_database_lands() {
+    let h = home();
+    let path = h
+        .home
+        .join(".config/Cursor/User/workspaceStorage/4be1c0de/state.vscdb");
+    let w = wal_db(&path, CURSOR_SCHEMA);
+    // A workspace database of a newer build: the sidebar index only, no chat of the older panel.
+    let plain = h
+        .home
+        .join(".config/Cursor/User/workspaceStorage/9a9a9a9a/state.vscdb");
+    let w2 = wal_db(&plain, CURSOR_SCHEMA);
+    w2.execute(
+        "INSERT INTO ItemTable(key, value) VALUES ('composer.composerData', '{\"allComposers\": []}')",
+        [],
+    )
+    .unwrap();
+    let data = json!({"tabs": [{"tabId": "tab-1", "chatTitle": "Regex help", "bubbles": [
+        {"type": "user", "id": "u1", "text": "How do I match a date?"},
+        {"type": "ai", "id": "a1", "text": "Use \\d{4}-\\d{2}-\\d{2}."},
+        {"type": "user", "text": ""},
+        {"type": "system-note", "text": "?"}
+    ]}]});
+    w.execute(
+        "INSERT INTO ItemTable(key, value) VALUES ('workbench.panel.aichat.view.aichat.chatdata', ?1)",
+        params![data.to_string()],
+    )
+    .unwrap();
+    let c = Config::new(h.home.clone());
+    let s = run(&h, &c, Source::Cursor);
+    assert_eq!((s.files, s.stored), (2, 3), "{s:?}");
+    assert!(s.problems.is_empty(), "{s:?}");
+    assert_eq!(s.unknown.get("cursor:bubble type system-note"), Some(&1));
+    let t = turns(&h.db, "harvest:cursor");
+    assert_eq!(t[0].0, "tab-1");
+    assert_eq!(t[0].1.as_deref(), Some("Regex help"));
+    assert_eq!((t[0].2.as_str(), t[1].2.as_str()), ("user", "assistant"));
+    assert!(t[1].3.contains("\\d{4}"));
+    assert_eq!(run(&h, &c, Source::Cursor).stored, 0);
+    drop((w, w2));
+}

@@ -13,6 +13,10 @@
 //!   {text}, allThinkingBlocks, toolFormerData {name, rawArgs, result, status, toolCallId}, modelInfo
 //!   {modelName}, createdAt (RFC 3339)}`.
 //!
+//! - Older builds' chat panel, in each workspace's `workspaceStorage/<hash>/state.vscdb`: the `ItemTable` key
+//!   `workbench.panel.aichat.view.aichat.chatdata`, `{tabs: [{tabId, chatTitle, bubbles: [{type: "user"|"ai",
+//!   text, id?}]}]}`: a thread per tab, a turn per bubble (keyed by its id, else `<tabId>#<place>`).
+//!
 //! One thread per composer (its id, titled by `name`); a turn per bubble, keyed by the bubble id, its parent the
 //! bubble before it. An assistant bubble with no text, reasoning or tool call (Cursor writes such placeholders
 //! around tool runs) is skipped by name; a bubble the headers do not list (left behind by an edit of an earlier
@@ -30,6 +34,11 @@ use super::{Collected, Notes, Source, cut, placeholder, text_of, time_ms, turn};
 
 const SRC: Source = Source::Cursor;
 const TABLE: &str = "cursorDiskKV";
+const ITEMS: &str = "ItemTable";
+/// The older chat panel's record in a workspace's `ItemTable`.
+const OLD_CHAT_KEY: &str = "workbench.panel.aichat.view.aichat.chatdata";
+/// What a session id of the older chat panel starts with (composer ids are UUIDs).
+const TAB: &str = "tab:";
 /// Chats read from one file, and messages from one chat.
 const MAX_COMPOSERS: usize = 100_000;
 const MAX_BUBBLES: usize = 100_000;
@@ -40,8 +49,37 @@ fn s<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
 
 /// The chats of the file (their composer ids).
 pub fn sessions(db: &ForeignDb, notes: &mut Notes) -> Result<Vec<String>, String> {
-    if !db.has_table(TABLE).map_err(|e| e.to_string())? {
-        return Err(format!("no `{TABLE}` table: not a Cursor state database"));
+    let kv = db.has_table(TABLE).map_err(|e| e.to_string())?;
+    let items = db.has_table(ITEMS).map_err(|e| e.to_string())?;
+    if !kv && !items {
+        return Err(format!(
+            "no `{TABLE}` or `{ITEMS}` table: not a Cursor state database"
+        ));
+    }
+    let mut ids: Vec<String> = Vec::new();
+    // The older chat panel's tabs (a workspace's database).
+    if items {
+        match old_chat_data(db) {
+            Ok(Some(Value::Object(data))) => {
+                if let Some(Value::Array(tabs)) = data.get("tabs") {
+                    ids.extend(
+                        tabs.iter()
+                            .filter_map(|t| s(t, "tabId"))
+                            .map(|t| format!("{TAB}{t}")),
+                    );
+                }
+            }
+            Ok(None) => {}
+            Ok(Some(_)) | Err(_) => notes.problems.push((
+                None,
+                format!(
+                    "the older chat panel's record (`{OLD_CHAT_KEY}`) is not a JSON object; skipped"
+                ),
+            )),
+        }
+    }
+    if !kv {
+        return Ok(ids);
     }
     let rows = db
         .rows(&Select {
@@ -59,20 +97,91 @@ pub fn sessions(db: &ForeignDb, notes: &mut Notes) -> Result<Vec<String>, String
             format!("more than {MAX_COMPOSERS} chats; the first {MAX_COMPOSERS} were read"),
         ));
     }
-    Ok(rows
-        .iter()
-        .take(MAX_COMPOSERS)
-        .filter_map(|r| {
-            r.first()?
-                .text()?
-                .strip_prefix("composerData:")
-                .map(str::to_owned)
+    ids.extend(rows.iter().take(MAX_COMPOSERS).filter_map(|r| {
+        r.first()?
+            .text()?
+            .strip_prefix("composerData:")
+            .map(str::to_owned)
+    }));
+    Ok(ids)
+}
+
+/// The older chat panel's record, `{tabs: [{tabId, chatTitle, bubbles: [{type: "user"|"ai", text, id?}]}]}`.
+fn old_chat_data(db: &ForeignDb) -> Result<Option<Value>, String> {
+    let rows = db
+        .rows(&Select {
+            table: ITEMS,
+            columns: &["value"],
+            eq: Some(("key", OLD_CHAT_KEY)),
+            limit: 1,
+            ..Select::default()
         })
-        .collect())
+        .map_err(|e| e.to_string())?;
+    match rows.first().and_then(|r| r.first()) {
+        None => Ok(None),
+        Some(c) => match c.text().map(serde_json::from_str::<Value>) {
+            Some(Ok(v)) => Ok(Some(v)),
+            _ => Err("not JSON".into()),
+        },
+    }
+}
+
+/// One tab of the older chat panel into `out`.
+fn old_tab(db: &ForeignDb, tab: &str, out: &mut Collected, notes: &mut Notes) {
+    let Ok(Some(data)) = old_chat_data(db) else {
+        return;
+    };
+    let Some(t) = data
+        .get("tabs")
+        .and_then(Value::as_array)
+        .and_then(|tabs| tabs.iter().find(|t| s(t, "tabId") == Some(tab)))
+    else {
+        return;
+    };
+    let title = s(t, "chatTitle");
+    let Some(Value::Array(bubbles)) = t.get("bubbles") else {
+        return;
+    };
+    let mut prev: Option<String> = None;
+    for (i, b) in bubbles.iter().enumerate() {
+        let key = s(b, "id").map_or_else(|| format!("{tab}#{i}"), str::to_owned);
+        notes.record(
+            out,
+            None,
+            &|| format!("chat tab {tab}, message {}", i + 1),
+            |out, notes| {
+                let role = match s(b, "type") {
+                    Some("user") => Role::User,
+                    Some("ai") => Role::Assistant,
+                    other => {
+                        let what = format!("bubble type {}", other.unwrap_or("(none)"));
+                        return out.push(
+                            SRC,
+                            tab,
+                            title,
+                            placeholder(SRC, &key, prev.as_deref(), &what),
+                        );
+                    }
+                };
+                let mut t = turn(SRC, &key, prev.as_deref(), role);
+                t.text = s(b, "text").unwrap_or_default().to_owned();
+                if t.text.trim().is_empty() {
+                    return notes.skip("cursor message with no content");
+                }
+                t.position = u32::try_from(i).ok();
+                t.on_current_branch = Some(true);
+                out.push(SRC, tab, title, t);
+            },
+        );
+        prev = Some(key);
+    }
 }
 
 /// One chat's turns into `out`.
 pub fn session(db: &ForeignDb, id: &str, out: &mut Collected, notes: &mut Notes) {
+    if let Some(tab) = id.strip_prefix(TAB) {
+        return old_tab(db, tab, out, notes);
+    }
     let key = format!("composerData:{id}");
     let what = || format!("chat {id}");
     let composer = db.rows(&Select {

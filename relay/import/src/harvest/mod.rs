@@ -159,7 +159,16 @@ impl Source {
             Source::Continue => {
                 rel.components().count() == 1 && name.ends_with(".json") && name != "sessions.json"
             }
-            Source::Cursor => rel == Path::new("globalStorage/state.vscdb"),
+            // `globalStorage/state.vscdb`, and `workspaceStorage/<hash>/state.vscdb` (the older chat panel).
+            Source::Cursor => {
+                let parts: Vec<_> = rel.components().map(|c| c.as_os_str()).collect();
+                name == "state.vscdb"
+                    && match parts.as_slice() {
+                        [g, _] => *g == "globalStorage",
+                        [w, _, _] => *w == "workspaceStorage",
+                        _ => false,
+                    }
+            }
             // `workspaceStorage/<workspace>/chatSessions/<id>.json[l]`,
             // `globalStorage/emptyWindowChatSessions/<id>.json[l]`.
             Source::CopilotChat => {
