@@ -133,7 +133,7 @@ fn harvest_once_from_the_command_line() {
         "{}",
         refused.stderr
     );
-    let bad = cli(&db, &["harvest", "enable", "cursor"]);
+    let bad = cli(&db, &["harvest", "enable", "windsurf"]);
     assert!(!bad.status.success());
     assert!(
         bad.stderr
@@ -141,6 +141,27 @@ fn harvest_once_from_the_command_line() {
         "{}",
         bad.stderr
     );
+    assert!(
+        bad.stderr.contains("cursor, copilot-chat, opencode, goose"),
+        "{}",
+        bad.stderr
+    );
+    // The sources kept in SQLite files or VS Code storage are enabled like the others and listed with their paths.
+    for name in ["cursor", "copilot-chat", "opencode", "goose"] {
+        cli(&db, &["harvest", "enable", name]).ok();
+    }
+    let list = cli_json(&db, &["harvest", "list", "--json", "--home", &home_s]);
+    for name in ["cursor", "copilot-chat", "opencode", "goose"] {
+        let row = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {list}"));
+        assert_eq!(row["enabled"], true, "{row}");
+        assert!(!row["paths"].as_array().unwrap().is_empty(), "{row}");
+        cli(&db, &["harvest", "disable", name]).ok();
+    }
 
     cli(&db, &["harvest", "enable", "codex"]).ok();
     let out = cli(&db, &["harvest", "--once", "--json", "--home", &home_s]);
@@ -165,6 +186,37 @@ fn harvest_once_from_the_command_line() {
         "{}",
         String::from_utf8_lossy(&off.stderr)
     );
+    // A tool's own path variable, read from the environment: VS Code's user folder under XDG_CONFIG_HOME.
+    let xdg = dir.path().join("xdg");
+    let chat = xdg.join("Code/User/workspaceStorage/ws1/chatSessions/s1.json");
+    std::fs::create_dir_all(chat.parent().unwrap()).unwrap();
+    std::fs::write(
+        &chat,
+        r#"{"version": 3, "sessionId": "s1", "requests": [{"requestId": "r1", "message": {"text": "Hello there"},
+            "response": [{"value": "Hi! How can I help?"}], "timestamp": 1790000000000}]}"#,
+    )
+    .unwrap();
+    let moved = std::process::Command::new(personkit_testkit::bin())
+        .args([
+            "harvest",
+            "--once",
+            "--json",
+            "--source",
+            "copilot-chat",
+            "--home",
+            &home_s,
+        ])
+        .env("PERSONKIT_DB", &db)
+        .env("XDG_CONFIG_HOME", &xdg)
+        .output()
+        .unwrap();
+    assert!(
+        moved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
+    let report: Value = serde_json::from_slice(&moved.stdout).unwrap();
+    assert_eq!(report["sources"][0]["stored"], 2, "{report}");
     let human = cli(&db, &["harvest", "list", "--home", &home_s]);
     human.ok();
     assert!(

@@ -1058,3 +1058,9 @@ fn a_harvested_session_whose_file_is_deleted_is_the_only_copy() {
             .is_empty()
     );
 }
+
+/// The test kit clears every variable the harvester reads, so a developer's own settings never reach a test.
+#[test]
+fn the_test_kit_clears_every_tool_variable() {
+    assert_eq!(personkit_testkit::TOOL_ENV, harvest::ENV);
+}

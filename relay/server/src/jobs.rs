@@ -112,8 +112,8 @@ pub struct HarvestSchedule {
     pub every: Duration,
     pub home: std::path::PathBuf,
     pub patterns: Vec<String>,
-    /// The tools' own folder variables (`harvest::Config::tool_env`), read from the environment at start.
-    pub tool_env: std::collections::BTreeMap<String, std::path::PathBuf>,
+    /// The tools' own path variables (`personkit_import::harvest::ENV`) as `serve` found them.
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// The running harvest job; [`HarvestJob::stop`] ends it between passes (a pass in progress finishes first).
@@ -163,7 +163,7 @@ fn harvest_pass(path: &Path, schedule: &HarvestSchedule, clock: &personkit_store
         }
     };
     let mut config = harvest::Config::new(schedule.home.clone());
-    config.tool_env = schedule.tool_env.clone();
+    config.env.clone_from(&schedule.env);
     let sources = match config.load(&conn) {
         Ok(s) => s,
         Err(e) => {

@@ -1,12 +1,13 @@
-//! `personkit-store` is the corpus: one SQLite file (WAL, `synchronous=FULL`, FTS5, sqlite-vec) and every query
-//! the relay runs on it. It opens and migrates the file ([`db`], [`migrations`]), stores batches of observations
+//! `personkit-store` is the corpus: one SQLite file (WAL, `synchronous=FULL`, FTS5, sqlite-vec) and every query the
+//! relay runs on it. It opens and migrates the file ([`db`], [`migrations`]), stores batches of observations
 //! ([`ingest`], [`pending`]), keeps devices, tokens and sign-in links ([`auth`], [`signin`]), bounds every read in
 //! time ([`budget`]), reports capture health ([`health`]), forgets for good ([`forget`]), remembers what the
-//! harvesters read ([`harvest`]), holds sync's and snapshots' rows ([`sync`], [`archive`]), orders a thread's turns
-//! ([`order`]), serves every reader of threads and messages ([`read`]), keeps vectors ([`vectors`]) and answers the
-//! reads hybrid search needs ([`retrieval`]). The rules of features live in the crates that own them; the store
-//! answers their traits. With the `bench` feature (benchmarks only), it also bulk-loads synthetic corpora (`bulk`)
-//! and keeps a side full-text index for comparisons (`neighbours`); neither is part of the shipped API.
+//! harvesters read ([`harvest`]) and reads the SQLite files of the tools they harvest ([`foreign`]), holds sync's
+//! and snapshots' rows ([`sync`], [`archive`]), orders a thread's turns ([`order`]), serves every reader of threads
+//! and messages ([`read`]), keeps vectors ([`vectors`]) and answers the reads hybrid search needs ([`retrieval`]).
+//! The rules of features live in the crates that own them; the store answers their traits. With the `bench` feature
+//! (benchmarks only), it also bulk-loads synthetic corpora (`bulk`) and keeps a side full-text index for
+//! comparisons (`neighbours`); neither is part of the shipped API.
 //!
 //! **Architecture invariant:** this is the only crate that depends on rusqlite or sqlite-vec, and the only one
 //! with SQL in it. Crates above it see functions and traits ([`retrieval::SearchReader`]) whose types are plain
@@ -21,6 +22,7 @@ pub mod budget;
 pub mod bulk;
 pub mod clock;
 pub mod db;
+pub mod foreign;
 pub mod forget;
 pub mod harvest;
 pub mod health;

@@ -751,15 +751,19 @@ impl CliOutput {
     }
 }
 
-/// The variables AI tools read to move their files (`harvest::Config::TOOL_ENV`), set empty (which the harvester
-/// ignores) so a developer's own settings do not reach a test's harvest.
-const TOOL_ENV: &[&str] = &[
+/// The variables AI tools read to move their files (`personkit_import::harvest::ENV`, which the harvest tests check
+/// this against), set empty (which the harvester ignores) so a developer's own settings do not reach a test's
+/// harvest.
+pub const TOOL_ENV: &[&str] = &[
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
     "QWEN_RUNTIME_DIR",
     "GROK_HOME",
     "XDG_CONFIG_HOME",
     "XDG_DATA_HOME",
+    "OPENCODE_DB",
+    "GOOSE_PATH_ROOT",
+    "CURSOR_CONFIG_DIR",
 ];
 
 /// Run `personkit <args>` with `PERSONKIT_DB=<db>`, bounded by [`CLI_TIMEOUT`].

@@ -131,6 +131,12 @@ pub struct FolderArgs {
     pub dir: PathBuf,
 }
 
+/// The sources' names after the first, for the hints that name `claude-code`.
+fn other_names() -> String {
+    let names: Vec<&str> = Source::ALL.iter().skip(1).map(|s| s.name()).collect();
+    names.join(", ")
+}
+
 fn source(name: &str) -> anyhow::Result<Source> {
     Source::parse(name).with_context(|| {
         let names: Vec<&str> = Source::ALL.iter().map(|s| s.name()).collect();
@@ -232,7 +238,18 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
                 if r.paths.is_empty() {
                     "(no folders: personkit harvest add-folder <dir>)".into()
                 } else {
-                    r.paths.join(", ") + if r.found { "" } else { " (not found)" }
+                    // A source with several places (VS Code and its variants) shows those that exist.
+                    let there: Vec<&str> = r
+                        .paths
+                        .iter()
+                        .filter(|p| Path::new(p).exists())
+                        .map(String::as_str)
+                        .collect();
+                    if there.is_empty() {
+                        r.paths.join(", ") + " (not found)"
+                    } else {
+                        there.join(", ")
+                    }
                 },
                 r.last_run_at.clone().unwrap_or_else(|| "never".into()),
                 r.files.to_string(),
@@ -285,7 +302,8 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
     }
     if !rows.iter().any(|r| r.enabled) {
         println!(
-            "\nNo source is enabled: `personkit harvest enable claude-code` (or codex, gemini-cli, aider, continue)."
+            "\nNo source is enabled: `personkit harvest enable claude-code` (or {}).",
+            other_names()
         );
     }
     Ok(())
@@ -329,7 +347,8 @@ fn run_passes(a: RunArgs) -> anyhow::Result<()> {
         let (config, sources) = prepare(&a, &conn)?;
         if sources.is_empty() {
             bail!(
-                "no harvest source is enabled: `personkit harvest enable claude-code` (or codex, gemini-cli, aider, continue), then run again; `personkit harvest list` shows them"
+                "no harvest source is enabled: `personkit harvest enable claude-code` (or {}), then run again; `personkit harvest list` shows them",
+                other_names()
             );
         }
         let bar = progress_bar(0, "harvesting");

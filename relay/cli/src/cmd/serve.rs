@@ -117,15 +117,15 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let harvest = if a.harvest_interval == 0 {
         None
     } else {
-        let hc = crate::cmd::harvest::HomeArg {
+        let c = crate::cmd::harvest::HomeArg {
             home: a.harvest_home.clone(),
         }
         .config()?;
         Some(personkit_server::jobs::HarvestSchedule {
             every: std::time::Duration::from_secs(a.harvest_interval),
-            home: hc.home,
-            tool_env: hc.tool_env,
+            home: c.home,
             patterns: crate::cmd::import::load_patterns(a.patterns.as_deref())?,
+            env: c.env,
         })
     };
     let config = ServeConfig {

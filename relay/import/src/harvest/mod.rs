@@ -4,16 +4,21 @@
 //!
 //! Each [`Source`] is opt-in (the user enables it; `personkit_store::harvest` keeps that, the paths and how far
 //! each file was read). A run walks every enabled source's files and reads only what is new:
-//! - **line formats** (Claude Code, Codex CLI, Aider, Qwen Code): from the byte offset after the last complete
-//!   line taken before; a last line without its newline is left for the next run. A file that shrank, changed device/inode,
-//!   or whose first bytes (up to 4 KiB of what was read) no longer hash the same was replaced: it is read again
-//!   from the start (what was stored before answers as duplicate).
-//! - **whole-file formats** (Gemini CLI, Continue, Cline, Roo Code, Amp; Grok Build and Kiro, whose answers are
-//!   streamed over several lines): the tool rewrites the file as the session grows, so a changed file is read
-//!   whole and every turn sent again; message ids and content hashes make that idempotent
-//!   (only new turns are stored). A file that does not parse (half written) is left for the next run.
+//! - **line formats** (Claude Code, Codex CLI, Aider, Qwen Code, Cursor's agent): from the byte offset after the
+//!   last complete line taken before; a last line without its newline is left for the next run. A file that shrank,
+//!   changed device/inode, or whose first bytes (up to 4 KiB of what was read) no longer hash the same was
+//!   replaced: it is read again from the start (what was stored before answers as duplicate).
+//! - **whole-file formats** (Gemini CLI, Continue, Cline, Roo Code, Amp, Copilot Chat, OpenCode's older JSON tree;
+//!   Grok Build and Kiro, whose answers are streamed over several lines): the tool rewrites the file as the session
+//!   grows, so a changed file is read whole and every turn sent again; message ids and content hashes make that
+//!   idempotent (only new turns are stored). A file that does not parse (half written) is left for the next run.
+//!   VS Code Copilot Chat's `.jsonl` operation logs are rewritten when VS Code compacts them: whole-file too.
 //! - **compressed line files** (Codex CLI's `.jsonl.zst`): complete once compressed, decompressed (bounded) and
 //!   read whole when their bytes changed, with the line offsets of the plain file.
+//! - **SQLite sources** (Cursor, OpenCode, Goose): the tool writes its database while it runs, so it is never
+//!   opened in place; when the file or its `-wal` changed (sizes, times), both are copied and the copy read
+//!   ([`personkit_store::foreign`]); a session whose turns hash as at the last read is passed over, a changed one
+//!   sent whole (message ids make that idempotent), in batches.
 //!
 //! A file's state is saved only after its turns are stored, so a crash re-reads at most what it had not
 //! committed (and the store answers it as duplicate). Parsers never panic on input: a line that is not JSON is a
@@ -31,6 +36,12 @@ pub mod grok;
 pub mod kiro;
 pub mod qwen_code;
 pub mod retention;
+// Sources kept in SQLite files or VS Code-style storage.
+pub mod copilot_chat;
+pub mod cursor;
+pub mod cursor_agent;
+pub mod goose;
+pub mod opencode;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -43,6 +54,7 @@ use personkit_shared::network::NetTurn;
 use personkit_shared::wire::Role;
 use personkit_store::Connection;
 use personkit_store::clock::fmt_time;
+use personkit_store::foreign::ForeignDb;
 use personkit_store::harvest::{self as state, FileRow};
 use personkit_store::ingest::StorageError;
 use serde::Serialize;
@@ -68,10 +80,16 @@ pub enum Source {
     GrokBuild,
     Kiro,
     Amp,
+    // Sources kept in SQLite files or VS Code-style storage.
+    Cursor,
+    CopilotChat,
+    OpenCode,
+    Goose,
+    CursorAgent,
 }
 
 impl Source {
-    pub const ALL: [Source; 11] = [
+    pub const ALL: [Source; 16] = [
         Source::ClaudeCode,
         Source::Codex,
         Source::GeminiCli,
@@ -83,6 +101,12 @@ impl Source {
         Source::GrokBuild,
         Source::Kiro,
         Source::Amp,
+        // Sources kept in SQLite files or VS Code-style storage.
+        Source::Cursor,
+        Source::CopilotChat,
+        Source::OpenCode,
+        Source::Goose,
+        Source::CursorAgent,
     ];
 
     pub fn name(self) -> &'static str {
@@ -98,6 +122,11 @@ impl Source {
             Source::GrokBuild => "grok-build",
             Source::Kiro => "kiro",
             Source::Amp => "amp",
+            Source::Cursor => "cursor",
+            Source::CopilotChat => "copilot-chat",
+            Source::OpenCode => "opencode",
+            Source::Goose => "goose",
+            Source::CursorAgent => "cursor-agent",
         }
     }
 
@@ -127,6 +156,21 @@ impl Source {
             Source::GrokBuild => Some(".grok/sessions"),
             Source::Kiro => Some(".kiro/sessions/cli"),
             Source::Amp => Some(".local/share/amp/threads"),
+            Source::Cursor => Some(if cfg!(target_os = "macos") {
+                "Library/Application Support/Cursor/User"
+            } else {
+                ".config/Cursor/User"
+            }),
+            // Also Insiders' and VSCodium's (see `Config::roots`).
+            Source::CopilotChat => Some(if cfg!(target_os = "macos") {
+                "Library/Application Support/Code/User"
+            } else {
+                ".config/Code/User"
+            }),
+            // The XDG data folder on macOS too.
+            Source::OpenCode => Some(".local/share/opencode"),
+            Source::Goose => Some(".local/share/goose/sessions"),
+            Source::CursorAgent => Some(".cursor/projects"),
         }
     }
 
@@ -179,6 +223,59 @@ impl Source {
             Source::Amp => {
                 rel.components().count() == 1 && name.starts_with("T-") && name.ends_with(".json")
             }
+            // `globalStorage/state.vscdb`, and `workspaceStorage/<hash>/state.vscdb` (the older chat panel).
+            Source::Cursor => {
+                let parts: Vec<_> = rel.components().map(|c| c.as_os_str()).collect();
+                name == "state.vscdb"
+                    && match parts.as_slice() {
+                        [g, _] => *g == "globalStorage",
+                        [w, _, _] => *w == "workspaceStorage",
+                        _ => false,
+                    }
+            }
+            // `workspaceStorage/<workspace>/chatSessions/<id>.json[l]`,
+            // `globalStorage/emptyWindowChatSessions/<id>.json[l]`.
+            Source::CopilotChat => {
+                let parts: Vec<_> = rel.components().map(|c| c.as_os_str()).collect();
+                let session = name.ends_with(".json") || name.ends_with(".jsonl");
+                session
+                    && match parts.as_slice() {
+                        [w, _, c, _] => *w == "workspaceStorage" && *c == "chatSessions",
+                        [g, e, _] => *g == "globalStorage" && *e == "emptyWindowChatSessions",
+                        _ => false,
+                    }
+            }
+            // `opencode.db` / `opencode-<channel>.db`, or the older tree's
+            // `storage/session/<project>/<session>.json`.
+            Source::OpenCode => {
+                let parts: Vec<_> = rel.components().map(|c| c.as_os_str()).collect();
+                match parts.as_slice() {
+                    [_] => name.starts_with("opencode") && name.ends_with(".db"),
+                    [st, se, _, _] => {
+                        *st == "storage" && *se == "session" && name.ends_with(".json")
+                    }
+                    _ => false,
+                }
+            }
+            Source::Goose => rel == Path::new("sessions.db"),
+            // `<encoded working folder>/agent-transcripts/**/<chat id>.jsonl`.
+            Source::CursorAgent => {
+                name.ends_with(".jsonl")
+                    && rel
+                        .components()
+                        .nth(1)
+                        .is_some_and(|c| c.as_os_str() == "agent-transcripts")
+            }
+        }
+    }
+
+    /// Whether a transcript file of the source is a SQLite database (read through a copy, see [`db_file`]).
+    fn is_db(self, path: &Path) -> bool {
+        match self {
+            Source::Cursor | Source::Goose => true,
+            // `OPENCODE_DB` may name a file of any name; the older tree's files are JSON.
+            Source::OpenCode => path.extension().is_none_or(|e| e != "json"),
+            _ => false,
         }
     }
 
@@ -192,6 +289,8 @@ impl Source {
                 | Source::GrokBuild
                 | Source::Kiro
                 | Source::Amp
+                | Source::CopilotChat
+                | Source::OpenCode
         )
     }
 }
@@ -208,10 +307,29 @@ pub struct Config {
     /// How long a line-format file must be unchanged before a last block that has no successor yet is taken
     /// (aider's Markdown, where a reply has no end marker).
     pub settle: Duration,
-    /// The variables some tools read to move their files (see [`Config::TOOL_ENV`]), as the process environment
-    /// gave them; set by whoever builds the config (the CLI, `serve`), so tests set them explicitly.
-    pub tool_env: BTreeMap<String, PathBuf>,
+    /// The environment variables of [`ENV`] that were set where the config was built: a tool's own override
+    /// of where it keeps its history (set by whoever builds the config — the CLI, `serve` — so tests set them
+    /// explicitly).
+    pub env: BTreeMap<String, String>,
 }
+
+/// The environment variables the tools themselves read to move where they keep their history: Claude Code's
+/// `CLAUDE_CONFIG_DIR` (instead of `~/.claude`), Codex CLI's `CODEX_HOME` (instead of `~/.codex`), Qwen Code's
+/// `QWEN_RUNTIME_DIR` (instead of `~/.qwen`), Grok Build's `GROK_HOME` (instead of `~/.grok`), `XDG_CONFIG_HOME`
+/// (instead of `~/.config`: the VS Code family's and Cursor's user folders on Linux), `XDG_DATA_HOME` (instead of
+/// `~/.local/share`: Amp, OpenCode, Goose), `OPENCODE_DB` (OpenCode's database file), `GOOSE_PATH_ROOT` (all of
+/// Goose's folders), `CURSOR_CONFIG_DIR` (Cursor's agent transcripts).
+pub const ENV: &[&str] = &[
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "QWEN_RUNTIME_DIR",
+    "GROK_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "OPENCODE_DB",
+    "GOOSE_PATH_ROOT",
+    "CURSOR_CONFIG_DIR",
+];
 
 impl Config {
     pub fn new(home: PathBuf) -> Config {
@@ -220,29 +338,16 @@ impl Config {
             paths: BTreeMap::new(),
             aider_folders: Vec::new(),
             settle: Duration::from_secs(30),
-            tool_env: BTreeMap::new(),
+            env: BTreeMap::new(),
         }
     }
 
-    /// The environment variables the tools themselves read to move where they keep their files: Claude Code's
-    /// `CLAUDE_CONFIG_DIR` (instead of `~/.claude`), Codex CLI's `CODEX_HOME` (instead of `~/.codex`).
-    /// Qwen Code's `QWEN_RUNTIME_DIR` (instead of `~/.qwen`), Grok Build's `GROK_HOME` (instead of `~/.grok`);
-    /// `XDG_CONFIG_HOME` (instead of `~/.config`) for the VS Code family's user folders on Linux, `XDG_DATA_HOME`
-    /// (instead of `~/.local/share`) for Amp.
-    pub const TOOL_ENV: &'static [&'static str] = &[
-        "CLAUDE_CONFIG_DIR",
-        "CODEX_HOME",
-        "QWEN_RUNTIME_DIR",
-        "GROK_HOME",
-        "XDG_CONFIG_HOME",
-        "XDG_DATA_HOME",
-    ];
-
-    /// `tool_env` filled from `get` (normally `std::env::var_os`); empty values are ignored.
+    /// `env` filled from `get` (normally `std::env::var_os`) for each of [`ENV`]; empty values are ignored.
     pub fn with_tool_env(mut self, get: impl Fn(&str) -> Option<std::ffi::OsString>) -> Config {
-        for k in Config::TOOL_ENV {
+        for k in ENV {
             if let Some(v) = get(k).filter(|v| !v.is_empty()) {
-                self.tool_env.insert((*k).to_owned(), PathBuf::from(v));
+                self.env
+                    .insert((*k).to_owned(), v.to_string_lossy().into_owned());
             }
         }
         self
@@ -284,9 +389,10 @@ impl Config {
 
     /// A tool's own folder: `var` when it is set, else `default` under the home folder.
     fn tool_dir(&self, var: &str, default: &str) -> PathBuf {
-        self.tool_env
+        self.env
             .get(var)
-            .cloned()
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
             .unwrap_or_else(|| self.home.join(default))
     }
 
@@ -337,10 +443,67 @@ impl Config {
                 self.tool_dir("XDG_DATA_HOME", ".local/share")
                     .join("amp/threads"),
             ],
-            _ => match s.default_dir() {
-                Some(d) => vec![self.home.join(d)],
-                None => self.aider_folders.clone(),
+            _ => match self.tool_roots(s) {
+                Some(r) => r,
+                None => match s.default_dir() {
+                    Some(d) => vec![self.home.join(d)],
+                    None => self.aider_folders.clone(),
+                },
             },
+        }
+    }
+
+    /// A source's folders as the tool's own environment variables move them, or when it has several.
+    fn tool_roots(&self, s: Source) -> Option<Vec<PathBuf>> {
+        let var = |k: &str| self.env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        // Electron apps keep their user folder under XDG_CONFIG_HOME on Linux.
+        let app_data = || {
+            if cfg!(target_os = "macos") {
+                self.home.join("Library/Application Support")
+            } else {
+                var("XDG_CONFIG_HOME").unwrap_or_else(|| self.home.join(".config"))
+            }
+        };
+        match s {
+            Source::Cursor => Some(vec![app_data().join("Cursor/User")]),
+            Source::CopilotChat => Some(
+                ["Code", "Code - Insiders", "VSCodium"]
+                    .iter()
+                    .map(|app| app_data().join(app).join("User"))
+                    .collect(),
+            ),
+            Source::OpenCode => {
+                let data = var("XDG_DATA_HOME").map_or_else(
+                    || self.home.join(".local/share/opencode"),
+                    |x| x.join("opencode"),
+                );
+                let mut roots = vec![data.clone()];
+                // OPENCODE_DB: a file, absolute or relative to the data folder (`:memory:` keeps nothing).
+                if let Some(db) = self
+                    .env
+                    .get("OPENCODE_DB")
+                    .filter(|v| !v.is_empty() && *v != ":memory:")
+                {
+                    let p = Path::new(db);
+                    roots.push(if p.is_absolute() {
+                        p.to_path_buf()
+                    } else {
+                        data.join(p)
+                    });
+                }
+                Some(roots)
+            }
+            Source::CursorAgent => Some(vec![
+                var("CURSOR_CONFIG_DIR")
+                    .unwrap_or_else(|| self.home.join(".cursor"))
+                    .join("projects"),
+            ]),
+            Source::Goose => Some(vec![match (var("GOOSE_PATH_ROOT"), var("XDG_DATA_HOME")) {
+                (Some(root), _) => root.join("data/sessions"),
+                (None, Some(x)) => x.join("goose/sessions"),
+                (None, None) => self.home.join(".local/share/goose/sessions"),
+            }]),
+            _ => None,
         }
     }
 
@@ -574,6 +737,20 @@ fn stat(path: &Path) -> std::io::Result<Stat> {
     })
 }
 
+/// A SQLite file's facts with its `-wal`'s: the sizes added, the later modification time. A commit changes the
+/// one or the other.
+fn db_stat(path: &Path) -> std::io::Result<Stat> {
+    let mut st = stat(path)?;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if let Ok(w) = stat(Path::new(&wal)) {
+        st.size += w.size;
+        st.mtime_ms = st.mtime_ms.max(w.mtime_ms);
+        st.modified = st.modified.max(w.modified);
+    }
+    Ok(st)
+}
+
 /// sha256 (hex) of a file's first `n` bytes (fewer when it is shorter).
 fn prefix_hash(path: &Path, n: u64) -> std::io::Result<String> {
     let mut buf = Vec::new();
@@ -628,6 +805,27 @@ impl Collected {
 
     pub fn len(&self) -> usize {
         self.turns
+    }
+
+    /// Moves what `other` gathered after what this one has.
+    fn append(&mut self, other: Collected) {
+        self.turns += other.turns;
+        self.pushed += other.pushed;
+        self.convs.extend(other.convs);
+    }
+
+    /// A hash of what was gathered and what the reading reported: equal when a source gave the same again.
+    fn fingerprint(&self, notes: &Notes) -> String {
+        let mut h = Sha256::new();
+        for c in &self.convs {
+            h.update(c.conversation_id.as_bytes());
+            h.update(c.title.as_deref().unwrap_or_default().as_bytes());
+            for t in &c.turns {
+                h.update(serde_json::to_vec(t).unwrap_or_default());
+            }
+        }
+        h.update(format!("{:?}{:?}", notes.skipped, notes.problems).as_bytes());
+        hex(&h.finalize())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -696,6 +894,16 @@ impl RecordTally {
 }
 
 impl Notes {
+    /// Takes in what another read reported.
+    fn absorb(&mut self, o: Notes) {
+        for (k, n) in o.skipped {
+            *self.skipped.entry(k).or_default() += n;
+        }
+        self.problems.extend(o.problems);
+        self.records.add(o.records);
+        self.skips += o.skips;
+    }
+
     pub fn skip(&mut self, what: &str) {
         *self.skipped.entry(what.to_owned()).or_default() += 1;
         self.skips += 1;
@@ -840,7 +1048,11 @@ fn harvest_file(
     config: &Config,
     now: OffsetDateTime,
 ) -> Result<(), ImportError> {
-    let st = match stat(path) {
+    let st = match if source.is_db(path) {
+        db_stat(path)
+    } else {
+        stat(path)
+    } {
         Ok(s) => s,
         Err(e) => {
             sr.problems
@@ -857,7 +1069,9 @@ fn harvest_file(
         return Ok(());
     }
     let compressed = path.extension().is_some_and(|e| e == "zst");
-    let res = if source.whole_file() {
+    let res = if source.is_db(path) {
+        db_file(sink, sr, source, path, &st, prev, now)
+    } else if source.whole_file() {
         whole_file(sink, sr, source, path, &st, prev, now)
     } else if compressed {
         compressed_line_file(sink, sr, source, path, &st, prev, now)
@@ -959,6 +1173,8 @@ fn whole_file(
             Source::GrokBuild => grok::read(path, &bytes, &mut out, &mut notes),
             Source::Kiro => kiro::read(path, &bytes, &mut out, &mut notes),
             Source::Amp => amp::read(path, &bytes, &mut out, &mut notes),
+            Source::CopilotChat => copilot_chat::read(path, &bytes, &mut out, &mut notes),
+            Source::OpenCode => opencode::read_tree(path, &bytes, &mut out, &mut notes),
             _ => Ok(()),
         };
         if let Err(why) = parsed {
@@ -985,6 +1201,111 @@ fn whole_file(
     row.mtime_ms = st.mtime_ms;
     row.read_to = bytes.len() as u64;
     row.prefix_hash = Some(hash);
+    row.read_at = fmt_time(now);
+    state::save_file(sink.connection(), &row)?;
+    Ok(())
+}
+
+/// The largest SQLite history file read (with its `-wal`): a Cursor state database of years of use is a few GB.
+const MAX_DB: u64 = 8 * 1024 * 1024 * 1024;
+
+/// A SQLite source, read whole through a private copy whenever the file or its `-wal` changed: each session whose
+/// turns (and what reading it reported) hash differently from the last read is sent whole (the store answers what it
+/// has as duplicate), in batches of about [`BATCH_TURNS`]. A file that cannot be copied or read (too large, half
+/// written when copied, not a database) is a problem, its state left as it was so the next run tries again.
+fn db_file(
+    sink: &mut Sink<'_>,
+    sr: &mut SourceReport,
+    source: Source,
+    path: &Path,
+    st: &Stat,
+    prev: Option<FileRow>,
+    now: OffsetDateTime,
+) -> Result<(), FileError> {
+    let retry = |sr: &mut SourceReport, why: String| {
+        sr.problems.push(problem(
+            path,
+            None,
+            format!("{why}; it will be read again on the next run"),
+        ));
+    };
+    let db = match ForeignDb::open_copy(path, MAX_DB) {
+        Ok(db) => db,
+        Err(e) => {
+            retry(sr, e.to_string());
+            return Ok(());
+        }
+    };
+    let mut notes = Notes::default();
+    let sessions = match source {
+        Source::Cursor => cursor::sessions(&db, &mut notes),
+        Source::OpenCode => opencode::sessions(&db, &mut notes),
+        Source::Goose => goose::sessions(&db, &mut notes),
+        _ => Ok(Vec::new()),
+    };
+    let sessions = match sessions {
+        Ok(s) => s,
+        Err(why) => {
+            merge_notes(sr, path, notes);
+            retry(sr, why);
+            return Ok(());
+        }
+    };
+    let mut row = prev.unwrap_or_else(|| FileRow {
+        source: source.name().into(),
+        path: path.display().to_string(),
+        meta: "{}".into(),
+        ..FileRow::default()
+    });
+    // Each session's fingerprint (of what it gave) as of the last read: a session that gives the same again is
+    // not sent to the store a second time.
+    let mut meta: Map<String, Value> = serde_json::from_str(&row.meta).unwrap_or_default();
+    let old = match meta.remove("sessions") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let mut seen = Map::new();
+    let mut unchanged = 0u64;
+    let mut out = Collected::default();
+    let before = sink.summary.stored;
+    for id in &sessions {
+        let mut one = Collected::default();
+        let mut n = Notes::default();
+        match source {
+            Source::Cursor => cursor::session(&db, id, &mut one, &mut n),
+            Source::OpenCode => opencode::session(&db, id, &mut one, &mut n),
+            Source::Goose => goose::session(&db, id, &mut one, &mut n),
+            _ => {}
+        }
+        let fp = one.fingerprint(&n);
+        let same = old.get(id).and_then(Value::as_str) == Some(fp.as_str());
+        seen.insert(id.clone(), Value::String(fp));
+        if same {
+            unchanged += 1;
+            continue;
+        }
+        out.append(one);
+        notes.absorb(n);
+        if out.len() >= BATCH_TURNS {
+            out.store(sink, st.mtime_ms)?;
+        }
+    }
+    out.store(sink, st.mtime_ms)?;
+    merge_notes(sr, path, notes);
+    if unchanged > 0 {
+        *sr.records_skipped
+            .entry("sessions unchanged since the last read".into())
+            .or_default() += unchanged;
+    }
+    meta.insert("sessions".into(), Value::Object(seen));
+    row.meta = Value::Object(meta).to_string();
+    sr.files_read += 1;
+    row.turns += sink.summary.stored - before;
+    row.file_id.clone_from(&st.file_id);
+    row.size = st.size;
+    row.mtime_ms = st.mtime_ms;
+    row.read_to = st.size;
+    row.prefix_hash = None;
     row.read_at = fmt_time(now);
     state::save_file(sink.connection(), &row)?;
     Ok(())
@@ -1137,6 +1458,7 @@ fn json_line(
                 Source::ClaudeCode => claude_code::Parser.line(meta, at, v, out, notes),
                 Source::Codex => codex::Parser.line(meta, at, v, out, notes),
                 Source::QwenCode => qwen_code::Parser.line(meta, at, v, out, notes),
+                Source::CursorAgent => cursor_agent::Parser.line(meta, at, v, out, notes),
                 _ => {}
             },
             Ok(v) => notes.problems.push((
