@@ -544,7 +544,8 @@ mod tests {
     #[test]
     fn injected_spans_leave_the_words_and_are_not_read_back() {
         let tags = ["system-reminder", "local-command-caveat"];
-        let msg = "Fix the build.\n<system-reminder>\nTodo list is empty.\n</system-reminder>\nThanks";
+        let msg =
+            "Fix the build.\n<system-reminder>\nTodo list is empty.\n</system-reminder>\nThanks";
         let (text, own) = split_injected(msg, &tags);
         assert!(own);
         assert_eq!(
@@ -554,7 +555,10 @@ mod tests {
         assert_eq!(own_lines(&text), vec!["Fix the build.", "", "Thanks", ""]);
         assert_eq!(match_text(&text), match_text("Fix the build.\n\nThanks"));
 
-        let (only, own) = split_injected("<local-command-caveat>Caveat: x</local-command-caveat>", &tags);
+        let (only, own) = split_injected(
+            "<local-command-caveat>Caveat: x</local-command-caveat>",
+            &tags,
+        );
         assert!(!own);
         assert!(own_lines(&only).iter().all(|l| l.is_empty()), "{only}");
 

@@ -195,6 +195,8 @@ pub fn unreadable_messages(
             {
                 let entry = object(node).and_then(|()| match node.get("message") {
                     None | Some(Value::Null) => Ok(None),
+                    // Chrome is counted apart (`chrome_messages`).
+                    Some(m) if is_chrome(format, m) => Ok(None),
                     Some(m) => object(m).and_then(|()| {
                         if format == Format::ChatGpt && str_at(m, "id").is_none() {
                             Err("no_id")
@@ -248,6 +250,27 @@ pub fn unreadable_messages(
         *out.entry(why.to_owned()).or_insert(0) += 1;
     }
     (listed.len() as u64, out)
+}
+
+/// A message that is the site's chrome, not content: ChatGPT's "Thought for 9s" recap (`reasoning_recap`), which
+/// the parser makes no turn of.
+fn is_chrome(format: Format, m: &Value) -> bool {
+    format == Format::ChatGpt
+        && m.get("content")
+            .and_then(|c| c.get("content_type"))
+            .and_then(Value::as_str)
+            == Some("reasoning_recap")
+}
+
+/// How many of a conversation's messages are chrome ([`is_chrome`]), dropped on purpose.
+pub fn chrome_messages(format: Format, v: &Value) -> u64 {
+    v.get("mapping")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, n)| n.get("message"))
+        .filter(|m| is_chrome(format, m))
+        .count() as u64
 }
 
 /// Claude's export keeps the text claude.ai extracted from each attached file (`attachments[].extracted_content`);

@@ -121,7 +121,11 @@ pub struct Summary {
     pub conversations: u64,
     /// Conversations that could not be read or stored; each is in `problems`.
     pub conversations_failed: u64,
-    /// Turns handed to storage.
+    /// Messages read from the conversations read (a Gemini activity record without a turn counts as one). Each
+    /// is accounted once: handed to storage (`turns`), nothing to keep (`empty`), site chrome (`chrome`) or unreadable
+    /// (`messages_unreadable`) — `messages = turns + empty + chrome + messages_unreadable`.
+    pub messages: u64,
+    /// Turns handed to storage: `turns = stored + duplicate + rejected`.
     pub turns: u64,
     pub stored: u64,
     pub duplicate: u64,
@@ -130,6 +134,8 @@ pub struct Summary {
     pub rejected_by_reason: BTreeMap<String, u64>,
     /// Turns with nothing to keep (empty system roots, empty messages), not sent.
     pub empty: u64,
+    /// Messages that are the site's chrome rather than content (ChatGPT's "Thought for 9s" recap), not sent.
+    pub chrome: u64,
     /// Messages that could not be read (not an object, no id, not understood), not sent; each conversation
     /// concerned is in `problems`.
     pub messages_unreadable: u64,
@@ -235,6 +241,7 @@ impl<'c> Sink<'c> {
         let c = convert::convert(conv, self.path, &self.redactor, &self.client);
         let s = &mut self.summary;
         s.conversations += 1;
+        s.messages += conv.turns.len() as u64 + conv.unreadable_count();
         s.empty += c.empty as u64;
         for u in c.unknown {
             *s.unknown_content.entry(u).or_default() += 1;
@@ -333,6 +340,7 @@ fn report_records(sink: &mut Sink<'_>, file: &str, reasons: &BTreeMap<String, u6
         return;
     }
     let n: u64 = reasons.values().sum();
+    sink.summary.messages += n;
     let problem = Problem {
         file: file.to_owned(),
         conversation_id: None,
@@ -420,7 +428,10 @@ pub fn import_path(
                     match grouper.push(&v) {
                         Ok(Some(conv)) => sink.put(&conv).map_err(ImportError::Storage)?,
                         Ok(None) => {}
-                        Err(gemini::Skip::NotATurn(_)) => sink.summary.empty += 1,
+                        Err(gemini::Skip::NotATurn(_)) => {
+                            sink.summary.messages += 1;
+                            sink.summary.empty += 1;
+                        }
                         Err(gemini::Skip::Unreadable(why)) => {
                             *unreadable_records.entry(why.to_owned()).or_default() += 1;
                         }
@@ -453,7 +464,10 @@ pub fn import_path(
                         Ok(Some(conv)) => sink.put(&conv)?,
                         Ok(None) => {}
                         // Other activity (feedback, settings) carries no turn.
-                        Err(gemini::Skip::NotATurn(_)) => sink.summary.empty += 1,
+                        Err(gemini::Skip::NotATurn(_)) => {
+                            sink.summary.messages += 1;
+                            sink.summary.empty += 1;
+                        }
                         Err(gemini::Skip::Unreadable(why)) => {
                             *unreadable_records.entry(why.to_owned()).or_default() += 1;
                         }
@@ -462,6 +476,9 @@ pub fn import_path(
                 }
                 match formats::read(format, &v) {
                     Ok(conv) => {
+                        let chrome = formats::chrome_messages(format, &v);
+                        sink.summary.chrome += chrome;
+                        sink.summary.messages += chrome;
                         drop(v);
                         if !conv.unreadable.is_empty() {
                             let problem = Problem {

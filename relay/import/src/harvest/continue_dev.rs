@@ -106,9 +106,12 @@ pub fn read(
         };
         t.position = u32::try_from(i).ok();
         t.on_current_branch = Some(true);
-        notes.record(out, None, &|| format!("history item {}", i + 1), |out, _| {
-            out.push(SRC, &conv, title, t)
-        });
+        notes.record(
+            out,
+            None,
+            &|| format!("history item {}", i + 1),
+            |out, _| out.push(SRC, &conv, title, t),
+        );
         prev = Some(key);
     }
     Ok(())

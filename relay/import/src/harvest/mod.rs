@@ -863,8 +863,11 @@ fn line_file(
                 continue;
             }
             let what = || format!("line {line_no}");
-            notes.record(&mut out, Some(line_no), &what, |out, notes| {
-                match serde_json::from_str::<Value>(text) {
+            notes.record(
+                &mut out,
+                Some(line_no),
+                &what,
+                |out, notes| match serde_json::from_str::<Value>(text) {
                     Ok(v) if v.is_object() => match source {
                         Source::ClaudeCode => claude.line(&mut meta, at, v, out, notes),
                         Source::Codex => codex.line(&mut meta, at, v, out, notes),
@@ -881,8 +884,8 @@ fn line_file(
                         Some(line_no),
                         format!("not a JSON record ({e}); skipped, the lines after it were read"),
                     )),
-                }
-            });
+                },
+            );
             if out.len() >= BATCH_TURNS {
                 checkpoint(sink, &mut out, &mut row, &meta, offset, line_no)?;
                 state::save_file(sink.connection(), &row)?;
