@@ -25,6 +25,8 @@ pub enum Format {
     Gemini,
     /// The same activity as Takeout's `MyActivity.html` (`gemini::html_records`).
     GeminiHtml,
+    /// Mistral Le Chat `chat-<uuid>.json`: one conversation, a bare list of messages (`lechat`).
+    LeChat,
 }
 
 impl Format {
@@ -35,6 +37,7 @@ impl Format {
             Format::Grok => "grok",
             Format::DeepSeek => "deepseek",
             Format::Gemini | Format::GeminiHtml => "gemini",
+            Format::LeChat => "lechat",
         }
     }
 
@@ -59,7 +62,9 @@ pub fn sniff(head: &[u8]) -> Result<Option<Format>, String> {
             if body[1..].trim_start().starts_with(']') {
                 return Ok(None);
             }
-            if has("mapping") && (has("fragments") || has("inserted_at")) {
+            if has("chatId") && has("role") && !has("mapping") {
+                Ok(Some(Format::LeChat))
+            } else if has("mapping") && (has("fragments") || has("inserted_at")) {
                 Ok(Some(Format::DeepSeek))
             } else if has("mapping") {
                 Ok(Some(Format::ChatGpt))
@@ -68,7 +73,7 @@ pub fn sniff(head: &[u8]) -> Result<Option<Format>, String> {
             } else if has("safeHtmlItem") || (has("header") && has("Gemini Apps")) {
                 Ok(Some(Format::Gemini))
             } else {
-                Err("a JSON list, but not of ChatGPT, Claude or DeepSeek conversations (no \"mapping\" or \"chat_messages\" in its first conversation)".into())
+                Err("a JSON list, but not of ChatGPT, Claude or DeepSeek conversations or Le Chat messages (no \"mapping\", \"chat_messages\" or \"chatId\" in its first element)".into())
             }
         }
         Some('{') => {
@@ -98,7 +103,11 @@ fn sniff_named(name: &str, head: &[u8]) -> Result<Option<Format>, String> {
     if html && base == "MyActivity.html" && name.contains("Gemini") {
         return Ok(Some(Format::GeminiHtml));
     }
-    sniff(head)
+    match sniff(head) {
+        // A Le Chat file that does not read as one is still that conversation's file: reading it reports why.
+        Err(_) if crate::lechat::is_chat_name(base) => Ok(Some(Format::LeChat)),
+        other => other,
+    }
 }
 
 /// File names that may hold conversations inside an export zip or folder.
@@ -111,9 +120,11 @@ pub fn is_conversations_name(name: &str) -> bool {
     {
         return true;
     }
-    base.strip_prefix("conversations-")
-        .and_then(|r| r.strip_suffix(".json"))
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    crate::lechat::is_chat_name(base)
+        || base
+            .strip_prefix("conversations-")
+            .and_then(|r| r.strip_suffix(".json"))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn is_activity(name: &str) -> bool {
@@ -243,7 +254,7 @@ fn folder_members(dir: &Path) -> Result<Vec<Member>, ImportError> {
     if out.is_empty() {
         return Err(ImportError::Format {
             file: dir.display().to_string(),
-            why: "no conversations.json, conversations-NNN.json, prod-grok-backend.json or Gemini MyActivity.json/.html in this folder".into(),
+            why: "no conversations.json, conversations-NNN.json, prod-grok-backend.json, Le Chat chat-<id>.json or Gemini MyActivity.json/.html in this folder".into(),
         });
     }
     Ok(out)
@@ -300,7 +311,7 @@ fn zip_members(path: &Path) -> Result<Vec<Member>, ImportError> {
     if out.is_empty() {
         return Err(ImportError::Format {
             file: path.display().to_string(),
-            why: "no conversations.json, conversations-NNN.json, prod-grok-backend.json or Gemini MyActivity.json/.html in this zip".into(),
+            why: "no conversations.json, conversations-NNN.json, prod-grok-backend.json, Le Chat chat-<id>.json or Gemini MyActivity.json/.html in this zip".into(),
         });
     }
     Ok(out)
@@ -346,6 +357,12 @@ mod tests {
         let gemini =
             br#"[{"header":"Gemini Apps","title":"Prompted hi","time":"2025-05-01T10:00:00Z"}]"#;
         assert_eq!(sniff(gemini).unwrap(), Some(Format::Gemini));
+        let lechat = br#"[{"id":"m1","version":0,"chatId":"c","role":"user","content":"hi"}]"#;
+        assert_eq!(sniff(lechat).unwrap(), Some(Format::LeChat));
+        assert_eq!(
+            sniff_named("x/chat-0b8f2c1e-7d1a.json", b"garbage").unwrap(),
+            Some(Format::LeChat)
+        );
         assert_eq!(sniff(b" [ ] ").unwrap(), None);
         assert!(sniff(br#"[{"foo":1}]"#).is_err());
         assert!(
@@ -364,6 +381,7 @@ mod tests {
             "x/conversations-000.json",
             "conversations-12.json",
             "prod-grok-backend.json",
+            "chat-0b8f2c1e-7d1a-4c55-9e0b-3f6a2d9c1e77.json",
         ] {
             assert!(is_conversations_name(ok), "{ok}");
         }

@@ -36,10 +36,15 @@ impl SourceConversation {
 }
 
 /// Why a message of a conversation could not be read: the reason's code and how the import report says it.
-pub const UNREADABLE_REASONS: [(&str, &str); 3] = [
+pub const UNREADABLE_REASONS: [(&str, &str); 5] = [
     ("not_an_object", "not a JSON object"),
     ("no_id", "without a message id"),
     ("not_understood", "not understood"),
+    ("too_large", "with a text over the size bound"),
+    (
+        "too_many",
+        "over the most messages read from one conversation",
+    ),
 ];
 
 /// The report's words for an unreadable reason code.
@@ -105,6 +110,11 @@ pub fn read(format: Format, v: &Value) -> Result<SourceConversation, Unreadable>
             return Err(fail(
                 "Gemini activity records are grouped by `gemini::Grouper`, not read one by one"
                     .into(),
+            ));
+        }
+        Format::LeChat => {
+            return Err(fail(
+                "a Le Chat file is one conversation, read by `lechat::conversation`".into(),
             ));
         }
         Format::ChatGpt => (
@@ -237,7 +247,7 @@ pub fn unreadable_messages(
                 }));
             }
         }
-        Format::Gemini | Format::GeminiHtml => {}
+        Format::Gemini | Format::GeminiHtml | Format::LeChat => {}
     }
     let keys: BTreeSet<&str> = turns.iter().map(|t| t.message_key.as_str()).collect();
     let mut out = BTreeMap::new();

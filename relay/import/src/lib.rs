@@ -19,6 +19,7 @@ pub mod detect;
 pub mod formats;
 pub mod gemini;
 pub mod harvest;
+pub mod lechat;
 pub mod stream;
 
 use std::cell::Cell;
@@ -355,6 +356,93 @@ fn report_records(sink: &mut Sink<'_>, file: &str, reasons: &BTreeMap<String, u6
     sink.unreadable(reasons, Some(problem));
 }
 
+/// Reads one Le Chat `chat-<uuid>.json` (a conversation: the file's list of messages) and stores it. A file that
+/// breaks off keeps the messages before the break; a message that cannot be read is counted and reported.
+fn read_lechat(
+    sink: &mut Sink<'_>,
+    label: &str,
+    reader: impl std::io::BufRead,
+) -> Result<(), ImportError> {
+    let mut messages: Vec<Result<serde_json::Value, String>> = Vec::new();
+    let mut listed = 0usize;
+    let res = stream::walk(reader, stream::Shape::Array, |_, v| {
+        listed += 1;
+        if messages.len() < lechat::MAX_MESSAGES {
+            messages.push(v.map_err(|o| o.describe()));
+        }
+        Ok::<(), StorageError>(())
+    });
+    let problem = |message: String, line: Option<usize>, column: Option<usize>| Problem {
+        file: label.to_owned(),
+        conversation_id: None,
+        index: None,
+        line,
+        column,
+        message,
+    };
+    match res {
+        Ok(_) => {}
+        Err(stream::WalkError::Stopped(e)) => return Err(ImportError::Storage(e)),
+        Err(stream::WalkError::Json {
+            message,
+            line,
+            column,
+        }) => sink.summary.problems.push(problem(
+            format!(
+                "the file is not valid JSON from here on ({message}); the {listed} messages before it were read — the file may be cut short"
+            ),
+            (line > 0).then_some(line),
+            (line > 0).then_some(column),
+        )),
+    }
+    if listed > messages.len() {
+        let n = (listed - messages.len()) as u64;
+        sink.unreadable(
+            &BTreeMap::from([("too_many".to_owned(), n)]),
+            Some(problem(
+                format!(
+                    "only the first {} messages are read; {n} more were skipped",
+                    lechat::MAX_MESSAGES
+                ),
+                None,
+                None,
+            )),
+        );
+        sink.summary.messages += n;
+    }
+    if messages.is_empty() {
+        return Ok(());
+    }
+    match lechat::conversation(label, messages) {
+        Ok(conv) => {
+            if !conv.unreadable.is_empty() {
+                let mut p = problem(
+                    format!(
+                        "{} of its {} messages could not be read and were skipped ({}); the others were imported",
+                        conv.unreadable_count(),
+                        conv.unreadable_count() + conv.turns.len() as u64,
+                        formats::describe_unreadable(&conv.unreadable)
+                    ),
+                    None,
+                    None,
+                );
+                p.conversation_id = Some(personkit_shared::wire::quote_safely(
+                    &conv.conversation_id,
+                    80,
+                ));
+                sink.unreadable(&conv.unreadable, Some(p));
+            }
+            sink.put(&conv)?;
+        }
+        Err(u) => {
+            let mut p = problem(u.why, None, None);
+            p.conversation_id = u.conversation_id;
+            sink.failed(p);
+        }
+    }
+    Ok(())
+}
+
 /// Imports every conversations file at `path` (a zip, a folder or a JSON file) into the corpus. Parts that cannot
 /// be read are [`Problem`]s in the summary and the rest is imported; an input that cannot be opened at all, or
 /// a storage failure, is an error (conversations stored before it stay stored, each whole).
@@ -442,6 +530,10 @@ pub fn import_path(
                 }
                 report_records(&mut sink, &label, &unreadable_records);
                 return Ok((Ok(0), count));
+            }
+            if format == Format::LeChat {
+                read_lechat(&mut sink, &label, reader)?;
+                return Ok((Ok(0), 0));
             }
             let res = stream::walk(reader, format.shape(), |index, v| {
                 count += 1;
