@@ -25,6 +25,8 @@ pub enum Format {
     Gemini,
     /// The same activity as Takeout's `MyActivity.html` (`gemini::html_records`).
     GeminiHtml,
+    /// Claude's `projects.json`: projects with their instructions and documents (`claude_projects`).
+    ClaudeProjects,
     /// Mistral Le Chat `chat-<uuid>.json`: one conversation, a bare list of messages (`lechat`).
     LeChat,
 }
@@ -38,6 +40,7 @@ impl Format {
             Format::DeepSeek => "deepseek",
             Format::Gemini | Format::GeminiHtml => "gemini",
             Format::LeChat => "lechat",
+            Format::ClaudeProjects => "claude-projects",
         }
     }
 
@@ -62,7 +65,9 @@ pub fn sniff(head: &[u8]) -> Result<Option<Format>, String> {
             if body[1..].trim_start().starts_with(']') {
                 return Ok(None);
             }
-            if has("chatId") && has("role") && !has("mapping") {
+            if has("prompt_template") && has("docs") && !has("chat_messages") {
+                Ok(Some(Format::ClaudeProjects))
+            } else if has("chatId") && has("role") && !has("mapping") {
                 Ok(Some(Format::LeChat))
             } else if has("mapping") && (has("fragments") || has("inserted_at")) {
                 Ok(Some(Format::DeepSeek))
@@ -117,6 +122,7 @@ pub fn is_conversations_name(name: &str) -> bool {
         || base == "prod-grok-backend.json"
         || base == "MyActivity.json"
         || base == "MyActivity.html"
+        || base == "projects.json"
     {
         return true;
     }
@@ -132,6 +138,21 @@ fn is_activity(name: &str) -> bool {
         name.rsplit(['/', '\\']).next(),
         Some("MyActivity.json" | "MyActivity.html")
     )
+}
+
+/// A file whose name other exports use too (Takeout's activity of every product, a `projects.json`): it is read
+/// only when its content is the format expected under that name, and otherwise passed over.
+fn is_shared_name(name: &str) -> bool {
+    is_activity(name) || name.rsplit(['/', '\\']).next() == Some("projects.json")
+}
+
+/// Whether a file of a shared name holds what this importer reads under that name.
+fn expected_under_shared_name(name: &str, format: Option<Format>) -> bool {
+    if is_activity(name) {
+        matches!(format, Some(Format::Gemini | Format::GeminiHtml))
+    } else {
+        matches!(format, Some(Format::ClaudeProjects) | None)
+    }
 }
 
 /// One conversations file of an input: where it is and its format.
@@ -233,7 +254,7 @@ fn folder_members(dir: &Path) -> Result<Vec<Member>, ImportError> {
         let format = match sniff_named(&p.display().to_string(), &head) {
             Ok(f) => f,
             // Takeout holds a MyActivity.json per Google product; only Gemini's is a conversations file.
-            Err(_) if is_activity(&name) => continue,
+            Err(_) if is_shared_name(&name) => continue,
             Err(why) => {
                 return Err(ImportError::Format {
                     file: p.display().to_string(),
@@ -241,7 +262,7 @@ fn folder_members(dir: &Path) -> Result<Vec<Member>, ImportError> {
                 });
             }
         };
-        if is_activity(&name) && !matches!(format, Some(Format::Gemini | Format::GeminiHtml)) {
+        if is_shared_name(&name) && !expected_under_shared_name(&name, format) {
             continue;
         }
         out.push(Member {
@@ -292,10 +313,10 @@ fn zip_members(path: &Path) -> Result<Vec<Member>, ImportError> {
         })?;
         let format = match sniff_named(&name, &head) {
             Ok(f) => f,
-            Err(_) if is_activity(&name) => continue,
+            Err(_) if is_shared_name(&name) => continue,
             Err(why) => return Err(ImportError::Format { file: label, why }),
         };
-        if is_activity(&name) && !matches!(format, Some(Format::Gemini | Format::GeminiHtml)) {
+        if is_shared_name(&name) && !expected_under_shared_name(&name, format) {
             continue;
         }
         out.push(Member {

@@ -112,6 +112,12 @@ pub fn read(format: Format, v: &Value) -> Result<SourceConversation, Unreadable>
                     .into(),
             ));
         }
+        Format::ClaudeProjects => {
+            return crate::claude_projects::project(v).map_err(|u| Unreadable {
+                conversation_id: u.conversation_id.or(id_hint.clone()),
+                why: u.why,
+            });
+        }
         Format::LeChat => {
             return Err(fail(
                 "a Le Chat file is one conversation, read by `lechat::conversation`".into(),
@@ -247,7 +253,7 @@ pub fn unreadable_messages(
                 }));
             }
         }
-        Format::Gemini | Format::GeminiHtml | Format::LeChat => {}
+        Format::Gemini | Format::GeminiHtml | Format::LeChat | Format::ClaudeProjects => {}
     }
     let keys: BTreeSet<&str> = turns.iter().map(|t| t.message_key.as_str()).collect();
     let mut out = BTreeMap::new();

@@ -14,6 +14,7 @@
 //! message id, so the identity rule (`personkit_shared::identity`) merges it with the same conversation captured
 //! live, in either order; importing the same file again stores nothing new.
 
+pub mod claude_projects;
 pub mod convert;
 pub mod detect;
 pub mod formats;

@@ -305,3 +305,51 @@ fn a_takeout_zip_in_html_imports_gemini_activity_whatever_its_head_holds() {
     );
     assert_eq!((s.conversations, s.stored, s.empty), (2, 6, 1), "{s:?}");
 }
+
+#[test]
+fn a_claude_export_zip_imports_conversations_and_projects_and_passes_over_other_projects_files() {
+    let convs = std::fs::read(fixtures().join("claude/blocks/conversations.json")).unwrap();
+    let projects = std::fs::read(fixtures().join("claude-projects/basic/projects.json")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let z = dir.path().join("data-2025-09-03-10-00-00.zip");
+    {
+        let f = std::fs::File::create(&z).unwrap();
+        let mut w = zip::ZipWriter::new(f);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for (name, data) in [
+            (
+                "users.json",
+                &br#"[{"uuid":"u1","full_name":"Sam Example"}]"#[..],
+            ),
+            ("conversations.json", &convs[..]),
+            ("projects.json", &projects[..]),
+            // Another tool's file of the same name, in another folder: not Claude's projects, passed over.
+            ("other/projects.json", &br#"{"projects": ["a", "b"]}"#[..]),
+        ] {
+            w.start_file(name, opts).unwrap();
+            w.write_all(data).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let s = run(&dir.path().join("corpus.db"), &z, &[]);
+    let formats: Vec<_> = s
+        .files
+        .iter()
+        .map(|f| {
+            (
+                f.file.rsplit('!').next().unwrap().to_owned(),
+                f.format.map(|x| x.name()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        formats,
+        [
+            ("conversations.json".to_owned(), Some("claude")),
+            ("projects.json".to_owned(), Some("claude-projects")),
+        ],
+        "{s:#?}"
+    );
+    assert!(s.stored > 4, "{s:#?}");
+}
