@@ -27,6 +27,8 @@ pub enum Format {
     GeminiHtml,
     /// Claude's `projects.json`: projects with their instructions and documents (`claude_projects`).
     ClaudeProjects,
+    /// Perplexity's per-thread Markdown export (`perplexity`).
+    Perplexity,
     /// Mistral Le Chat `chat-<uuid>.json`: one conversation, a bare list of messages (`lechat`).
     LeChat,
 }
@@ -40,6 +42,7 @@ impl Format {
             Format::DeepSeek => "deepseek",
             Format::Gemini | Format::GeminiHtml => "gemini",
             Format::LeChat => "lechat",
+            Format::Perplexity => "perplexity",
             Format::ClaudeProjects => "claude-projects",
         }
     }
@@ -60,6 +63,9 @@ pub fn sniff(head: &[u8]) -> Result<Option<Format>, String> {
     let text = String::from_utf8_lossy(head);
     let body = text.trim_start_matches('\u{feff}').trim_start();
     let has = |k: &str| body.contains(&format!("\"{k}\""));
+    if !body.starts_with(['[', '{']) && crate::perplexity::looks_like(body) {
+        return Ok(Some(Format::Perplexity));
+    }
     match body.chars().next() {
         Some('[') => {
             if body[1..].trim_start().starts_with(']') {
@@ -108,6 +114,12 @@ fn sniff_named(name: &str, head: &[u8]) -> Result<Option<Format>, String> {
     if html && base == "MyActivity.html" && name.contains("Gemini") {
         return Ok(Some(Format::GeminiHtml));
     }
+    if base.ends_with(".md") {
+        return match sniff(head) {
+            Ok(Some(Format::Perplexity)) => Ok(Some(Format::Perplexity)),
+            _ => Err("a Markdown file, but not a Perplexity thread export".into()),
+        };
+    }
     match sniff(head) {
         // A Le Chat file that does not read as one is still that conversation's file: reading it reports why.
         Err(_) if crate::lechat::is_chat_name(base) => Ok(Some(Format::LeChat)),
@@ -123,6 +135,7 @@ pub fn is_conversations_name(name: &str) -> bool {
         || base == "MyActivity.json"
         || base == "MyActivity.html"
         || base == "projects.json"
+        || base.ends_with(".md")
     {
         return true;
     }
@@ -140,16 +153,19 @@ fn is_activity(name: &str) -> bool {
     )
 }
 
-/// A file whose name other exports use too (Takeout's activity of every product, a `projects.json`): it is read
+/// A file whose name other exports use too (Takeout's activity of every product, a `projects.json`, any `.md`): it is read
 /// only when its content is the format expected under that name, and otherwise passed over.
 fn is_shared_name(name: &str) -> bool {
-    is_activity(name) || name.rsplit(['/', '\\']).next() == Some("projects.json")
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    is_activity(name) || base == "projects.json" || base.ends_with(".md")
 }
 
 /// Whether a file of a shared name holds what this importer reads under that name.
 fn expected_under_shared_name(name: &str, format: Option<Format>) -> bool {
     if is_activity(name) {
         matches!(format, Some(Format::Gemini | Format::GeminiHtml))
+    } else if name.ends_with(".md") {
+        format == Some(Format::Perplexity)
     } else {
         matches!(format, Some(Format::ClaudeProjects) | None)
     }

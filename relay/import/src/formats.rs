@@ -118,6 +118,11 @@ pub fn read(format: Format, v: &Value) -> Result<SourceConversation, Unreadable>
                 why: u.why,
             });
         }
+        Format::Perplexity => {
+            return Err(fail(
+                "a Perplexity thread is Markdown, read by `perplexity::thread`".into(),
+            ));
+        }
         Format::LeChat => {
             return Err(fail(
                 "a Le Chat file is one conversation, read by `lechat::conversation`".into(),
@@ -253,7 +258,11 @@ pub fn unreadable_messages(
                 }));
             }
         }
-        Format::Gemini | Format::GeminiHtml | Format::LeChat | Format::ClaudeProjects => {}
+        Format::Gemini
+        | Format::GeminiHtml
+        | Format::LeChat
+        | Format::ClaudeProjects
+        | Format::Perplexity => {}
     }
     let keys: BTreeSet<&str> = turns.iter().map(|t| t.message_key.as_str()).collect();
     let mut out = BTreeMap::new();

@@ -21,6 +21,7 @@ pub mod formats;
 pub mod gemini;
 pub mod harvest;
 pub mod lechat;
+pub mod perplexity;
 pub mod stream;
 
 use std::cell::Cell;
@@ -357,6 +358,48 @@ fn report_records(sink: &mut Sink<'_>, file: &str, reasons: &BTreeMap<String, u6
     sink.unreadable(reasons, Some(problem));
 }
 
+/// Reads one Perplexity thread (Markdown, read whole up to [`perplexity::MAX_BYTES`]) and stores it; an exchange
+/// without its question is kept and reported.
+fn read_perplexity(sink: &mut Sink<'_>, label: &str, reader: impl Read) -> Result<(), ImportError> {
+    let problem = |message: String| Problem {
+        file: label.to_owned(),
+        conversation_id: None,
+        index: None,
+        line: None,
+        column: None,
+        message,
+    };
+    let mut text = String::new();
+    let read = reader
+        .take(perplexity::MAX_BYTES + 1)
+        .read_to_string(&mut text);
+    if let Err(e) = read {
+        sink.failed(problem(format!("cannot read the file as UTF-8 text ({e})")));
+        return Ok(());
+    }
+    if text.len() as u64 > perplexity::MAX_BYTES {
+        sink.failed(problem(format!(
+            "a thread over {} MB is not read",
+            perplexity::MAX_BYTES / 1_000_000
+        )));
+        return Ok(());
+    }
+    let Some(t) = perplexity::thread(&text) else {
+        sink.failed(problem("no question or answer in the file".into()));
+        return Ok(());
+    };
+    if !t.without_question.is_empty() {
+        let mut p = problem(format!(
+            "exchange(s) {:?} have no question heading (`# …`); their answers were imported alone",
+            t.without_question
+        ));
+        p.conversation_id = Some(t.conversation.conversation_id.clone());
+        sink.summary.problems.push(p);
+    }
+    sink.put(&t.conversation)?;
+    Ok(())
+}
+
 /// Reads one Le Chat `chat-<uuid>.json` (a conversation: the file's list of messages) and stores it. A file that
 /// breaks off keeps the messages before the break; a message that cannot be read is counted and reported.
 fn read_lechat(
@@ -531,6 +574,10 @@ pub fn import_path(
                 }
                 report_records(&mut sink, &label, &unreadable_records);
                 return Ok((Ok(0), count));
+            }
+            if format == Format::Perplexity {
+                read_perplexity(&mut sink, &label, reader)?;
+                return Ok((Ok(0), 0));
             }
             if format == Format::LeChat {
                 read_lechat(&mut sink, &label, reader)?;
