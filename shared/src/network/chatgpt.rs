@@ -562,7 +562,7 @@ const MAX_MARKER: usize = 512;
 /// code points (the export is written by Python); one that is out of range or does not point at its marker is not
 /// trusted. Every cited source is added to `cites`.
 fn resolve_markers(text: &str, meta: &Value, cites: &mut Vec<Citation>) -> String {
-    if !text.contains(['【', '\u{e200}', '\u{e203}', '\u{e204}']) {
+    if !text.contains(opens_marker) {
         return text.to_owned();
     }
     // The byte offset of each code point, and of the end.
@@ -599,7 +599,10 @@ fn resolve_markers(text: &str, meta: &Value, cites: &mut Vec<Citation>) -> Strin
             });
         if let Some((a, b)) = placed {
             let items = r.get("items").and_then(Value::as_array);
-            spans.push((a, b, items.into_iter().flatten().chain([r]).collect()));
+            place(
+                &mut spans,
+                (a, b, items.into_iter().flatten().chain([r]).collect()),
+            );
         }
     }
     for c in list("citations") {
@@ -608,10 +611,9 @@ fn resolve_markers(text: &str, meta: &Value, cites: &mut Vec<Citation>) -> Strin
             && text[a..b].ends_with('】')
             && free(&spans, a, b)
         {
-            spans.push((a, b, vec![c.get("metadata").unwrap_or(c)]));
+            place(&mut spans, (a, b, vec![c.get("metadata").unwrap_or(c)]));
         }
     }
-    spans.sort_by_key(|s| s.0);
     let mut out = String::with_capacity(text.len());
     let mut pos = 0;
     for (a, b, sources) in spans {
@@ -622,6 +624,17 @@ fn resolve_markers(text: &str, meta: &Value, cites: &mut Vec<Citation>) -> Strin
     }
     leftover_markers(&text[pos..], meta, cites, &mut out);
     out
+}
+
+/// Whether a character opens a citation marker (or is one of the span markers `\u{e203}`/`\u{e204}`).
+fn opens_marker(c: char) -> bool {
+    matches!(c, '【' | '\u{e200}' | '\u{e203}' | '\u{e204}')
+}
+
+/// Adds a span where it belongs in start order (the list is short: a message's markers).
+fn place<'a>(spans: &mut Vec<(usize, usize, Vec<&'a Value>)>, s: (usize, usize, Vec<&'a Value>)) {
+    let at = spans.iter().position(|x| x.0 > s.0).unwrap_or(spans.len());
+    spans.insert(at, s);
 }
 
 /// The chips of the sources cited at one marker (each URL once), each source added to `cites`.
@@ -652,11 +665,11 @@ fn chips(sources: &[&Value], cites: &mut Vec<Citation>) -> String {
 }
 
 /// Writes what replaces a marker; a marker replaced by nothing before punctuation, a space or the end leaves no
-/// space behind it.
+/// whitespace behind it.
 fn put_marker(out: &mut String, chips: &str, next: Option<char>) {
     if chips.is_empty() {
         if next.is_none_or(|c| c.is_whitespace() || ".,;:!?)".contains(c)) {
-            out.truncate(out.trim_end_matches([' ', '\t']).len());
+            out.truncate(out.trim_end().len());
         }
         return;
     }
@@ -670,7 +683,7 @@ fn put_marker(out: &mut String, chips: &str, next: Option<char>) {
 /// is dropped (an entity's becomes its name).
 fn leftover_markers(seg: &str, meta: &Value, cites: &mut Vec<Citation>, out: &mut String) {
     let mut rest = seg;
-    while let Some(i) = rest.find(['【', '\u{e200}', '\u{e203}', '\u{e204}']) {
+    while let Some(i) = rest.find(opens_marker) {
         out.push_str(&rest[..i]);
         let tail = &rest[i..];
         let first = tail.chars().next().map_or(1, char::len_utf8);
