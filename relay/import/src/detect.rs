@@ -25,6 +25,12 @@ pub enum Format {
     Gemini,
     /// The same activity as Takeout's `MyActivity.html` (`gemini::html_records`).
     GeminiHtml,
+    /// Claude's `projects.json`: projects with their instructions and documents (`claude_projects`).
+    ClaudeProjects,
+    /// Perplexity's per-thread Markdown export (`perplexity`).
+    Perplexity,
+    /// Mistral Le Chat `chat-<uuid>.json`: one conversation, a bare list of messages (`lechat`).
+    LeChat,
 }
 
 impl Format {
@@ -35,6 +41,9 @@ impl Format {
             Format::Grok => "grok",
             Format::DeepSeek => "deepseek",
             Format::Gemini | Format::GeminiHtml => "gemini",
+            Format::LeChat => "lechat",
+            Format::Perplexity => "perplexity",
+            Format::ClaudeProjects => "claude-projects",
         }
     }
 
@@ -54,12 +63,19 @@ pub fn sniff(head: &[u8]) -> Result<Option<Format>, String> {
     let text = String::from_utf8_lossy(head);
     let body = text.trim_start_matches('\u{feff}').trim_start();
     let has = |k: &str| body.contains(&format!("\"{k}\""));
+    if !body.starts_with(['[', '{']) && crate::perplexity::looks_like(body) {
+        return Ok(Some(Format::Perplexity));
+    }
     match body.chars().next() {
         Some('[') => {
             if body[1..].trim_start().starts_with(']') {
                 return Ok(None);
             }
-            if has("mapping") && (has("fragments") || has("inserted_at")) {
+            if has("prompt_template") && has("docs") && !has("chat_messages") {
+                Ok(Some(Format::ClaudeProjects))
+            } else if has("chatId") && has("role") && !has("mapping") {
+                Ok(Some(Format::LeChat))
+            } else if has("mapping") && (has("fragments") || has("inserted_at")) {
                 Ok(Some(Format::DeepSeek))
             } else if has("mapping") {
                 Ok(Some(Format::ChatGpt))
@@ -68,7 +84,7 @@ pub fn sniff(head: &[u8]) -> Result<Option<Format>, String> {
             } else if has("safeHtmlItem") || (has("header") && has("Gemini Apps")) {
                 Ok(Some(Format::Gemini))
             } else {
-                Err("a JSON list, but not of ChatGPT, Claude or DeepSeek conversations (no \"mapping\" or \"chat_messages\" in its first conversation)".into())
+                Err("a JSON list, but not of ChatGPT, Claude or DeepSeek conversations or Le Chat messages (no \"mapping\", \"chat_messages\" or \"chatId\" in its first element)".into())
             }
         }
         Some('{') => {
@@ -98,7 +114,17 @@ fn sniff_named(name: &str, head: &[u8]) -> Result<Option<Format>, String> {
     if html && base == "MyActivity.html" && name.contains("Gemini") {
         return Ok(Some(Format::GeminiHtml));
     }
-    sniff(head)
+    if base.ends_with(".md") {
+        return match sniff(head) {
+            Ok(Some(Format::Perplexity)) => Ok(Some(Format::Perplexity)),
+            _ => Err("a Markdown file, but not a Perplexity thread export".into()),
+        };
+    }
+    match sniff(head) {
+        // A Le Chat file that does not read as one is still that conversation's file: reading it reports why.
+        Err(_) if crate::lechat::is_chat_name(base) => Ok(Some(Format::LeChat)),
+        other => other,
+    }
 }
 
 /// File names that may hold conversations inside an export zip or folder.
@@ -108,12 +134,16 @@ pub fn is_conversations_name(name: &str) -> bool {
         || base == "prod-grok-backend.json"
         || base == "MyActivity.json"
         || base == "MyActivity.html"
+        || base == "projects.json"
+        || base.ends_with(".md")
     {
         return true;
     }
-    base.strip_prefix("conversations-")
-        .and_then(|r| r.strip_suffix(".json"))
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    crate::lechat::is_chat_name(base)
+        || base
+            .strip_prefix("conversations-")
+            .and_then(|r| r.strip_suffix(".json"))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn is_activity(name: &str) -> bool {
@@ -121,6 +151,24 @@ fn is_activity(name: &str) -> bool {
         name.rsplit(['/', '\\']).next(),
         Some("MyActivity.json" | "MyActivity.html")
     )
+}
+
+/// A file whose name other exports use too (Takeout's activity of every product, a `projects.json`, any `.md`): it is read
+/// only when its content is the format expected under that name, and otherwise passed over.
+fn is_shared_name(name: &str) -> bool {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    is_activity(name) || base == "projects.json" || base.ends_with(".md")
+}
+
+/// Whether a file of a shared name holds what this importer reads under that name.
+fn expected_under_shared_name(name: &str, format: Option<Format>) -> bool {
+    if is_activity(name) {
+        matches!(format, Some(Format::Gemini | Format::GeminiHtml))
+    } else if name.ends_with(".md") {
+        format == Some(Format::Perplexity)
+    } else {
+        matches!(format, Some(Format::ClaudeProjects) | None)
+    }
 }
 
 /// One conversations file of an input: where it is and its format.
@@ -222,7 +270,7 @@ fn folder_members(dir: &Path) -> Result<Vec<Member>, ImportError> {
         let format = match sniff_named(&p.display().to_string(), &head) {
             Ok(f) => f,
             // Takeout holds a MyActivity.json per Google product; only Gemini's is a conversations file.
-            Err(_) if is_activity(&name) => continue,
+            Err(_) if is_shared_name(&name) => continue,
             Err(why) => {
                 return Err(ImportError::Format {
                     file: p.display().to_string(),
@@ -230,7 +278,7 @@ fn folder_members(dir: &Path) -> Result<Vec<Member>, ImportError> {
                 });
             }
         };
-        if is_activity(&name) && !matches!(format, Some(Format::Gemini | Format::GeminiHtml)) {
+        if is_shared_name(&name) && !expected_under_shared_name(&name, format) {
             continue;
         }
         out.push(Member {
@@ -243,7 +291,7 @@ fn folder_members(dir: &Path) -> Result<Vec<Member>, ImportError> {
     if out.is_empty() {
         return Err(ImportError::Format {
             file: dir.display().to_string(),
-            why: "no conversations.json, conversations-NNN.json, prod-grok-backend.json or Gemini MyActivity.json/.html in this folder".into(),
+            why: "no conversations.json, conversations-NNN.json, prod-grok-backend.json, Le Chat chat-<id>.json or Gemini MyActivity.json/.html in this folder".into(),
         });
     }
     Ok(out)
@@ -281,10 +329,10 @@ fn zip_members(path: &Path) -> Result<Vec<Member>, ImportError> {
         })?;
         let format = match sniff_named(&name, &head) {
             Ok(f) => f,
-            Err(_) if is_activity(&name) => continue,
+            Err(_) if is_shared_name(&name) => continue,
             Err(why) => return Err(ImportError::Format { file: label, why }),
         };
-        if is_activity(&name) && !matches!(format, Some(Format::Gemini | Format::GeminiHtml)) {
+        if is_shared_name(&name) && !expected_under_shared_name(&name, format) {
             continue;
         }
         out.push(Member {
@@ -300,7 +348,7 @@ fn zip_members(path: &Path) -> Result<Vec<Member>, ImportError> {
     if out.is_empty() {
         return Err(ImportError::Format {
             file: path.display().to_string(),
-            why: "no conversations.json, conversations-NNN.json, prod-grok-backend.json or Gemini MyActivity.json/.html in this zip".into(),
+            why: "no conversations.json, conversations-NNN.json, prod-grok-backend.json, Le Chat chat-<id>.json or Gemini MyActivity.json/.html in this zip".into(),
         });
     }
     Ok(out)
@@ -346,6 +394,12 @@ mod tests {
         let gemini =
             br#"[{"header":"Gemini Apps","title":"Prompted hi","time":"2025-05-01T10:00:00Z"}]"#;
         assert_eq!(sniff(gemini).unwrap(), Some(Format::Gemini));
+        let lechat = br#"[{"id":"m1","version":0,"chatId":"c","role":"user","content":"hi"}]"#;
+        assert_eq!(sniff(lechat).unwrap(), Some(Format::LeChat));
+        assert_eq!(
+            sniff_named("x/chat-0b8f2c1e-7d1a.json", b"garbage").unwrap(),
+            Some(Format::LeChat)
+        );
         assert_eq!(sniff(b" [ ] ").unwrap(), None);
         assert!(sniff(br#"[{"foo":1}]"#).is_err());
         assert!(
@@ -364,6 +418,7 @@ mod tests {
             "x/conversations-000.json",
             "conversations-12.json",
             "prod-grok-backend.json",
+            "chat-0b8f2c1e-7d1a-4c55-9e0b-3f6a2d9c1e77.json",
         ] {
             assert!(is_conversations_name(ok), "{ok}");
         }

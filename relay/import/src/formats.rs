@@ -36,10 +36,15 @@ impl SourceConversation {
 }
 
 /// Why a message of a conversation could not be read: the reason's code and how the import report says it.
-pub const UNREADABLE_REASONS: [(&str, &str); 3] = [
+pub const UNREADABLE_REASONS: [(&str, &str); 5] = [
     ("not_an_object", "not a JSON object"),
     ("no_id", "without a message id"),
     ("not_understood", "not understood"),
+    ("too_large", "with a text over the size bound"),
+    (
+        "too_many",
+        "over the most messages read from one conversation",
+    ),
 ];
 
 /// The report's words for an unreadable reason code.
@@ -105,6 +110,22 @@ pub fn read(format: Format, v: &Value) -> Result<SourceConversation, Unreadable>
             return Err(fail(
                 "Gemini activity records are grouped by `gemini::Grouper`, not read one by one"
                     .into(),
+            ));
+        }
+        Format::ClaudeProjects => {
+            return crate::claude_projects::project(v).map_err(|u| Unreadable {
+                conversation_id: u.conversation_id.or(id_hint.clone()),
+                why: u.why,
+            });
+        }
+        Format::Perplexity => {
+            return Err(fail(
+                "a Perplexity thread is Markdown, read by `perplexity::thread`".into(),
+            ));
+        }
+        Format::LeChat => {
+            return Err(fail(
+                "a Le Chat file is one conversation, read by `lechat::conversation`".into(),
             ));
         }
         Format::ChatGpt => (
@@ -195,6 +216,8 @@ pub fn unreadable_messages(
             {
                 let entry = object(node).and_then(|()| match node.get("message") {
                     None | Some(Value::Null) => Ok(None),
+                    // Chrome is counted apart (`chrome_messages`).
+                    Some(m) if is_chrome(format, m) => Ok(None),
                     Some(m) => object(m).and_then(|()| {
                         if format == Format::ChatGpt && str_at(m, "id").is_none() {
                             Err("no_id")
@@ -235,7 +258,11 @@ pub fn unreadable_messages(
                 }));
             }
         }
-        Format::Gemini | Format::GeminiHtml => {}
+        Format::Gemini
+        | Format::GeminiHtml
+        | Format::LeChat
+        | Format::ClaudeProjects
+        | Format::Perplexity => {}
     }
     let keys: BTreeSet<&str> = turns.iter().map(|t| t.message_key.as_str()).collect();
     let mut out = BTreeMap::new();
@@ -248,6 +275,27 @@ pub fn unreadable_messages(
         *out.entry(why.to_owned()).or_insert(0) += 1;
     }
     (listed.len() as u64, out)
+}
+
+/// A message that is the site's chrome, not content: ChatGPT's "Thought for 9s" recap (`reasoning_recap`), which
+/// the parser makes no turn of.
+fn is_chrome(format: Format, m: &Value) -> bool {
+    format == Format::ChatGpt
+        && m.get("content")
+            .and_then(|c| c.get("content_type"))
+            .and_then(Value::as_str)
+            == Some("reasoning_recap")
+}
+
+/// How many of a conversation's messages are chrome ([`is_chrome`]), dropped on purpose.
+pub fn chrome_messages(format: Format, v: &Value) -> u64 {
+    v.get("mapping")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, n)| n.get("message"))
+        .filter(|m| is_chrome(format, m))
+        .count() as u64
 }
 
 /// Claude's export keeps the text claude.ai extracted from each attached file (`attachments[].extracted_content`);

@@ -14,11 +14,14 @@
 //! message id, so the identity rule (`personkit_shared::identity`) merges it with the same conversation captured
 //! live, in either order; importing the same file again stores nothing new.
 
+pub mod claude_projects;
 pub mod convert;
 pub mod detect;
 pub mod formats;
 pub mod gemini;
 pub mod harvest;
+pub mod lechat;
+pub mod perplexity;
 pub mod stream;
 
 use std::cell::Cell;
@@ -121,7 +124,11 @@ pub struct Summary {
     pub conversations: u64,
     /// Conversations that could not be read or stored; each is in `problems`.
     pub conversations_failed: u64,
-    /// Turns handed to storage.
+    /// Messages read from the conversations read (a Gemini activity record without a turn counts as one). Each
+    /// is accounted once: handed to storage (`turns`), nothing to keep (`empty`), site chrome (`chrome`) or unreadable
+    /// (`messages_unreadable`) — `messages = turns + empty + chrome + messages_unreadable`.
+    pub messages: u64,
+    /// Turns handed to storage: `turns = stored + duplicate + rejected`.
     pub turns: u64,
     pub stored: u64,
     pub duplicate: u64,
@@ -130,6 +137,8 @@ pub struct Summary {
     pub rejected_by_reason: BTreeMap<String, u64>,
     /// Turns with nothing to keep (empty system roots, empty messages), not sent.
     pub empty: u64,
+    /// Messages that are the site's chrome rather than content (ChatGPT's "Thought for 9s" recap), not sent.
+    pub chrome: u64,
     /// Messages that could not be read (not an object, no id, not understood), not sent; each conversation
     /// concerned is in `problems`.
     pub messages_unreadable: u64,
@@ -235,6 +244,7 @@ impl<'c> Sink<'c> {
         let c = convert::convert(conv, self.path, &self.redactor, &self.client);
         let s = &mut self.summary;
         s.conversations += 1;
+        s.messages += conv.turns.len() as u64 + conv.unreadable_count();
         s.empty += c.empty as u64;
         for u in c.unknown {
             *s.unknown_content.entry(u).or_default() += 1;
@@ -333,6 +343,7 @@ fn report_records(sink: &mut Sink<'_>, file: &str, reasons: &BTreeMap<String, u6
         return;
     }
     let n: u64 = reasons.values().sum();
+    sink.summary.messages += n;
     let problem = Problem {
         file: file.to_owned(),
         conversation_id: None,
@@ -345,6 +356,135 @@ fn report_records(sink: &mut Sink<'_>, file: &str, reasons: &BTreeMap<String, u6
         ),
     };
     sink.unreadable(reasons, Some(problem));
+}
+
+/// Reads one Perplexity thread (Markdown, read whole up to [`perplexity::MAX_BYTES`]) and stores it; an exchange
+/// without its question is kept and reported.
+fn read_perplexity(sink: &mut Sink<'_>, label: &str, reader: impl Read) -> Result<(), ImportError> {
+    let problem = |message: String| Problem {
+        file: label.to_owned(),
+        conversation_id: None,
+        index: None,
+        line: None,
+        column: None,
+        message,
+    };
+    let mut text = String::new();
+    let read = reader
+        .take(perplexity::MAX_BYTES + 1)
+        .read_to_string(&mut text);
+    if let Err(e) = read {
+        sink.failed(problem(format!("cannot read the file as UTF-8 text ({e})")));
+        return Ok(());
+    }
+    if text.len() as u64 > perplexity::MAX_BYTES {
+        sink.failed(problem(format!(
+            "a thread over {} MB is not read",
+            perplexity::MAX_BYTES / 1_000_000
+        )));
+        return Ok(());
+    }
+    let Some(t) = perplexity::thread(&text) else {
+        sink.failed(problem("no question or answer in the file".into()));
+        return Ok(());
+    };
+    if !t.without_question.is_empty() {
+        let mut p = problem(format!(
+            "exchange(s) {:?} have no question heading (`# …`); their answers were imported alone",
+            t.without_question
+        ));
+        p.conversation_id = Some(t.conversation.conversation_id.clone());
+        sink.summary.problems.push(p);
+    }
+    sink.put(&t.conversation)?;
+    Ok(())
+}
+
+/// Reads one Le Chat `chat-<uuid>.json` (a conversation: the file's list of messages) and stores it. A file that
+/// breaks off keeps the messages before the break; a message that cannot be read is counted and reported.
+fn read_lechat(
+    sink: &mut Sink<'_>,
+    label: &str,
+    reader: impl std::io::BufRead,
+) -> Result<(), ImportError> {
+    let mut messages: Vec<Result<serde_json::Value, String>> = Vec::new();
+    let mut listed = 0usize;
+    let res = stream::walk(reader, stream::Shape::Array, |_, v| {
+        listed += 1;
+        if messages.len() < lechat::MAX_MESSAGES {
+            messages.push(v.map_err(|o| o.describe()));
+        }
+        Ok::<(), StorageError>(())
+    });
+    let problem = |message: String, line: Option<usize>, column: Option<usize>| Problem {
+        file: label.to_owned(),
+        conversation_id: None,
+        index: None,
+        line,
+        column,
+        message,
+    };
+    match res {
+        Ok(_) => {}
+        Err(stream::WalkError::Stopped(e)) => return Err(ImportError::Storage(e)),
+        Err(stream::WalkError::Json {
+            message,
+            line,
+            column,
+        }) => sink.summary.problems.push(problem(
+            format!(
+                "the file is not valid JSON from here on ({message}); the {listed} messages before it were read — the file may be cut short"
+            ),
+            (line > 0).then_some(line),
+            (line > 0).then_some(column),
+        )),
+    }
+    if listed > messages.len() {
+        let n = (listed - messages.len()) as u64;
+        sink.unreadable(
+            &BTreeMap::from([("too_many".to_owned(), n)]),
+            Some(problem(
+                format!(
+                    "only the first {} messages are read; {n} more were skipped",
+                    lechat::MAX_MESSAGES
+                ),
+                None,
+                None,
+            )),
+        );
+        sink.summary.messages += n;
+    }
+    if messages.is_empty() {
+        return Ok(());
+    }
+    match lechat::conversation(label, messages) {
+        Ok(conv) => {
+            if !conv.unreadable.is_empty() {
+                let mut p = problem(
+                    format!(
+                        "{} of its {} messages could not be read and were skipped ({}); the others were imported",
+                        conv.unreadable_count(),
+                        conv.unreadable_count() + conv.turns.len() as u64,
+                        formats::describe_unreadable(&conv.unreadable)
+                    ),
+                    None,
+                    None,
+                );
+                p.conversation_id = Some(personkit_shared::wire::quote_safely(
+                    &conv.conversation_id,
+                    80,
+                ));
+                sink.unreadable(&conv.unreadable, Some(p));
+            }
+            sink.put(&conv)?;
+        }
+        Err(u) => {
+            let mut p = problem(u.why, None, None);
+            p.conversation_id = u.conversation_id;
+            sink.failed(p);
+        }
+    }
+    Ok(())
 }
 
 /// Imports every conversations file at `path` (a zip, a folder or a JSON file) into the corpus. Parts that cannot
@@ -420,7 +560,10 @@ pub fn import_path(
                     match grouper.push(&v) {
                         Ok(Some(conv)) => sink.put(&conv).map_err(ImportError::Storage)?,
                         Ok(None) => {}
-                        Err(gemini::Skip::NotATurn(_)) => sink.summary.empty += 1,
+                        Err(gemini::Skip::NotATurn(_)) => {
+                            sink.summary.messages += 1;
+                            sink.summary.empty += 1;
+                        }
                         Err(gemini::Skip::Unreadable(why)) => {
                             *unreadable_records.entry(why.to_owned()).or_default() += 1;
                         }
@@ -431,6 +574,14 @@ pub fn import_path(
                 }
                 report_records(&mut sink, &label, &unreadable_records);
                 return Ok((Ok(0), count));
+            }
+            if format == Format::Perplexity {
+                read_perplexity(&mut sink, &label, reader)?;
+                return Ok((Ok(0), 0));
+            }
+            if format == Format::LeChat {
+                read_lechat(&mut sink, &label, reader)?;
+                return Ok((Ok(0), 0));
             }
             let res = stream::walk(reader, format.shape(), |index, v| {
                 count += 1;
@@ -453,7 +604,10 @@ pub fn import_path(
                         Ok(Some(conv)) => sink.put(&conv)?,
                         Ok(None) => {}
                         // Other activity (feedback, settings) carries no turn.
-                        Err(gemini::Skip::NotATurn(_)) => sink.summary.empty += 1,
+                        Err(gemini::Skip::NotATurn(_)) => {
+                            sink.summary.messages += 1;
+                            sink.summary.empty += 1;
+                        }
                         Err(gemini::Skip::Unreadable(why)) => {
                             *unreadable_records.entry(why.to_owned()).or_default() += 1;
                         }
@@ -462,6 +616,9 @@ pub fn import_path(
                 }
                 match formats::read(format, &v) {
                     Ok(conv) => {
+                        let chrome = formats::chrome_messages(format, &v);
+                        sink.summary.chrome += chrome;
+                        sink.summary.messages += chrome;
                         drop(v);
                         if !conv.unreadable.is_empty() {
                             let problem = Problem {

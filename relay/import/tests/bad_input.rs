@@ -383,3 +383,104 @@ fn malformed_messages_are_counted_and_reported_in_every_format() {
     );
     assert_eq!(s.stored, 2);
 }
+
+/// Every message read is stored, a duplicate, rejected, or counted apart with its reason.
+fn accounted(s: &Summary) {
+    assert_eq!(
+        s.messages,
+        s.turns + s.empty + s.chrome + s.messages_unreadable,
+        "{s:#?}"
+    );
+    assert_eq!(s.turns, s.stored + s.duplicate + s.rejected, "{s:#?}");
+}
+
+#[test]
+fn le_chat_files_that_are_cut_garbage_or_hold_bad_messages_leave_the_others_imported() {
+    let msg = |chat: &str, id: &str, role: &str, text: &str, at: &str| {
+        json!({"id": id, "version": 0, "chatId": chat, "role": role, "content": text, "contentChunks": null,
+            "createdAt": at, "files": []})
+    };
+    let good = json!([
+        msg(
+            "aaaaaaaa-1",
+            "m1",
+            "user",
+            "Bonjour",
+            "2025-10-20T09:00:00Z"
+        ),
+        msg(
+            "aaaaaaaa-1",
+            "m2",
+            "assistant",
+            "Salut !",
+            "2025-10-20T09:00:01Z"
+        ),
+    ]);
+    // Cut inside its second message: the first is kept.
+    let cut = serde_json::to_string(&json!([
+        msg(
+            "bbbbbbbb-2",
+            "m1",
+            "user",
+            "Premier message",
+            "2025-10-20T09:00:00Z"
+        ),
+        msg(
+            "bbbbbbbb-2",
+            "m2",
+            "assistant",
+            "Perdu",
+            "2025-10-20T09:00:01Z"
+        ),
+    ]))
+    .unwrap();
+    let cut = &cut[..cut.len() - 30];
+    // Junk beside a good message: not an object, no id, a role nobody knows.
+    let junk = json!([
+        1,
+        {"chatId": "cccccccc-3", "role": "user", "content": "sans id"},
+        msg("cccccccc-3", "m0", "moderator", "?", "2025-10-20T09:00:00Z"),
+        msg("cccccccc-3", "m1", "user", "Je reste", "2025-10-20T09:00:01Z"),
+    ]);
+    let t = tmp();
+    let z = t.root.join("lechat-export.zip");
+    {
+        let f = std::fs::File::create(&z).unwrap();
+        let mut w = zip::ZipWriter::new(f);
+        let opts = zip::write::SimpleFileOptions::default();
+        for (name, data) in [
+            ("chat-aaaaaaaa-1.json", serde_json::to_vec(&good).unwrap()),
+            ("chat-bbbbbbbb-2.json", cut.as_bytes().to_vec()),
+            ("chat-dddddddd-4.json", b"this is not JSON".to_vec()),
+            ("chat-cccccccc-3.json", serde_json::to_vec(&junk).unwrap()),
+            ("chat-aaaaaaaa-1-files/notes.txt", b"attachment".to_vec()),
+        ] {
+            w.start_file(name, opts).unwrap();
+            w.write_all(&data).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let s = import(&t.db, &z).unwrap();
+    accounted(&s);
+    assert_eq!(s.files.len(), 4, "{s:#?}");
+    assert_eq!((s.conversations, s.stored), (3, 4), "{s:#?}");
+    assert_eq!(s.messages_unreadable, 3, "{s:#?}");
+    for (file, what) in [
+        ("chat-bbbbbbbb-2.json", "not valid JSON"),
+        ("chat-dddddddd-4.json", "not valid JSON"),
+        (
+            "chat-cccccccc-3.json",
+            "3 of its 4 messages could not be read",
+        ),
+    ] {
+        assert!(
+            s.problems
+                .iter()
+                .any(|p| p.file.ends_with(file) && p.message.contains(what)),
+            "{file}: {s:#?}"
+        );
+    }
+    // Again: nothing new.
+    let again = import(&t.db, &z).unwrap();
+    assert_eq!((again.stored, again.duplicate), (0, 4), "{again:#?}");
+}

@@ -87,6 +87,17 @@ fn check(case: &Path, input: &Path) {
     for (k, v) in expected["summary"].as_object().unwrap() {
         assert_eq!(&got[k], v, "{what}: summary.{k}\n{got:#}");
     }
+    // Every message read is accounted for: stored, a duplicate, rejected, or counted apart with its reason.
+    assert_eq!(
+        s.messages,
+        s.turns + s.empty + s.chrome + s.messages_unreadable,
+        "{what}: {s:?}"
+    );
+    assert_eq!(
+        s.turns,
+        s.stored + s.duplicate + s.rejected,
+        "{what}: {s:?}"
+    );
     let problems: Vec<(Value, Value)> = s
         .problems
         .iter()
@@ -172,7 +183,7 @@ fn a_dry_run_counts_but_stores_nothing() {
     };
     let s = import_path(&mut conn, &case, &opts, now(), &mut |_| {}).unwrap();
     assert!(s.dry_run);
-    assert_eq!(s.stored, 17, "{s:?}");
+    assert_eq!(s.stored, 16, "{s:?}");
     let n: i64 = conn
         .query_row("SELECT count(*) FROM messages", [], |r| r.get(0))
         .unwrap();
@@ -227,7 +238,7 @@ fn a_sharded_export_is_read_shard_by_shard_in_order() {
             ("conversations-001.json".to_owned(), 1)
         ]
     );
-    assert_eq!((s.conversations, s.stored), (2, 17), "{s:?}");
+    assert_eq!((s.conversations, s.stored), (2, 16), "{s:?}");
 }
 
 #[test]
@@ -293,4 +304,52 @@ fn a_takeout_zip_in_html_imports_gemini_activity_whatever_its_head_holds() {
         "{s:?}"
     );
     assert_eq!((s.conversations, s.stored, s.empty), (2, 6, 1), "{s:?}");
+}
+
+#[test]
+fn a_claude_export_zip_imports_conversations_and_projects_and_passes_over_other_projects_files() {
+    let convs = std::fs::read(fixtures().join("claude/blocks/conversations.json")).unwrap();
+    let projects = std::fs::read(fixtures().join("claude-projects/basic/projects.json")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let z = dir.path().join("data-2025-09-03-10-00-00.zip");
+    {
+        let f = std::fs::File::create(&z).unwrap();
+        let mut w = zip::ZipWriter::new(f);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for (name, data) in [
+            (
+                "users.json",
+                &br#"[{"uuid":"u1","full_name":"Sam Example"}]"#[..],
+            ),
+            ("conversations.json", &convs[..]),
+            ("projects.json", &projects[..]),
+            // Another tool's file of the same name, in another folder: not Claude's projects, passed over.
+            ("other/projects.json", &br#"{"projects": ["a", "b"]}"#[..]),
+        ] {
+            w.start_file(name, opts).unwrap();
+            w.write_all(data).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let s = run(&dir.path().join("corpus.db"), &z, &[]);
+    let formats: Vec<_> = s
+        .files
+        .iter()
+        .map(|f| {
+            (
+                f.file.rsplit('!').next().unwrap().to_owned(),
+                f.format.map(|x| x.name()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        formats,
+        [
+            ("conversations.json".to_owned(), Some("claude")),
+            ("projects.json".to_owned(), Some("claude-projects")),
+        ],
+        "{s:#?}"
+    );
+    assert!(s.stored > 4, "{s:#?}");
 }

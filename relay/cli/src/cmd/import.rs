@@ -115,6 +115,12 @@ fn print_summary(s: &Summary) {
     if s.empty > 0 {
         println!("  empty turns skipped: {}", s.empty);
     }
+    if s.chrome > 0 {
+        println!(
+            "  site chrome skipped (\"Thought for …\" recaps): {}",
+            s.chrome
+        );
+    }
     for (reason, n) in &s.messages_unreadable_by_reason {
         println!(
             "  messages that could not be read, skipped: {n} {}",
