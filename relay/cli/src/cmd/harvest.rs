@@ -401,6 +401,28 @@ fn print_report(r: &Report) {
         for (what, n) in &s.records_skipped {
             println!("  not turns, skipped: {what} ({n})");
         }
+        let t = &s.records;
+        if t.read > 0 {
+            println!(
+                "  records read {}: {} gave turns, {} skipped, {} problems{}",
+                t.read,
+                t.to_turns,
+                t.skipped,
+                t.problems,
+                if t.silent > 0 {
+                    format!(", {} gave nothing (reported below)", t.silent)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        if s.files_gone > 0 {
+            println!(
+                "  {} file{} deleted by the tool since the last pass: its conversations are now only in the corpus",
+                s.files_gone,
+                if s.files_gone == 1 { "" } else { "s" }
+            );
+        }
         for p in &s.problems {
             eprintln!("personkit: {p}");
         }
