@@ -1064,3 +1064,70 @@ fn a_harvested_session_whose_file_is_deleted_is_the_only_copy() {
 fn the_test_kit_clears_every_tool_variable() {
     assert_eq!(personkit_testkit::TOOL_ENV, harvest::ENV);
 }
+
+/// Lines out of order (an answer written before the prompt it answers, as after a resumed session copies lines)
+/// and a resumed session replaying lines it already holds: every turn stored once, each under its parent, and the
+/// thread reads prompt, answer, prompt, answer.
+#[test]
+fn out_of_order_and_replayed_claude_code_lines_keep_every_turn_once() {
+    let h = home(&[]);
+    let dir = h.home.join(".claude/projects/-home-ada-src-orbit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sid = "9a1b2c3d-0000-4000-8000-000000000005";
+    let line = |uuid: &str, parent: Option<&str>, kind: &str, text: &str, at: &str| {
+        serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid,
+            "timestamp": at, "message": {"role": kind, "content": text}})
+        .to_string()
+    };
+    let lines = [
+        line(
+            "a1",
+            Some("u1"),
+            "assistant",
+            "First answer.",
+            "2026-11-01T10:00:05Z",
+        ),
+        line("u1", None, "user", "First prompt.", "2026-11-01T10:00:00Z"),
+        line(
+            "u2",
+            Some("a1"),
+            "user",
+            "Second prompt.",
+            "2026-11-01T10:01:00Z",
+        ),
+        // Replayed by a resume: the same uuids again.
+        line("u1", None, "user", "First prompt.", "2026-11-01T10:00:00Z"),
+        line(
+            "a1",
+            Some("u1"),
+            "assistant",
+            "First answer.",
+            "2026-11-01T10:00:05Z",
+        ),
+        line(
+            "a2",
+            Some("u2"),
+            "assistant",
+            "Second answer.",
+            "2026-11-01T10:01:05Z",
+        ),
+    ];
+    std::fs::write(dir.join(format!("{sid}.jsonl")), lines.join("\n") + "\n").unwrap();
+    let r = run(&h, &[Source::ClaudeCode]);
+    let s = one(&r);
+    assert_eq!((s.records.read, s.records.silent), (6, 0), "{s:?}");
+    assert_eq!((s.stored, s.duplicate), (4, 2), "{s:?}");
+    let texts: Vec<String> = turns(&h.db, "harvest:claude-code")
+        .into_iter()
+        .map(|t| t.3)
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "First prompt.",
+            "First answer.",
+            "Second prompt.",
+            "Second answer."
+        ]
+    );
+}
