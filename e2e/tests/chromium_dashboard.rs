@@ -649,3 +649,104 @@ fn a_form_posted_from_another_site_changes_nothing() {
     assert_eq!(left.len(), all - 4);
     assert!(left.iter().any(|m| m.thread_id == long_id));
 }
+
+/// What the library says about local AI tools: a harvested Claude Code session whose file Claude Code then
+/// deleted is marked "Only copy" on its page, and a Gemini CLI whose sessions are not harvested (its default
+/// 30-day retention will delete them) is warned about on the overview, naming the setting to change. The harvest
+/// runs through the real CLI beside the running relay, on transcript files the test writes in the shape
+/// `relay/import/tests/fixtures/harvest/README.md` documents.
+#[test]
+fn the_library_warns_about_tools_that_delete_sessions_and_marks_the_only_copy() {
+    let s = Session::start(&["browser-ext:chatgpt"]).unwrap();
+    let shots = run_dir();
+    let home = tempfile::tempdir().unwrap();
+    let sid = "7e000000-0000-4000-8000-0000000000e2";
+    let project = home.path().join(".claude/projects/-home-ada-src-orbit");
+    std::fs::create_dir_all(&project).unwrap();
+    let line = |uuid: &str, parent: Option<&str>, kind: &str, text: &str, at: &str| {
+        json!({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid, "timestamp": at,
+            "message": {"role": kind, "content": text}})
+        .to_string()
+    };
+    let session = project.join(format!("{sid}.jsonl"));
+    std::fs::write(
+        &session,
+        [
+            line(
+                "u1",
+                None,
+                "user",
+                "Why does the orbit parser stop at line 40?",
+                "2026-11-01T10:00:00Z",
+            ),
+            line(
+                "a1",
+                Some("u1"),
+                "assistant",
+                "It hits the 4 KiB buffer cap; raise it.",
+                "2026-11-01T10:00:05Z",
+            ),
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let chats = home.path().join(".gemini/tmp/orbit/chats");
+    std::fs::create_dir_all(&chats).unwrap();
+    std::fs::write(
+        chats.join("session-2026-11-01T10-00-g1.json"),
+        r#"{"sessionId":"g1","messages":[{"id":"m1","type":"user","content":"hello","timestamp":"2026-11-01T10:00:00Z"}]}"#,
+    )
+    .unwrap();
+    let home_arg = home.path().display().to_string();
+    let pass = [
+        "harvest",
+        "--once",
+        "--home",
+        &home_arg,
+        "--source",
+        "claude-code",
+    ];
+    s.relay.cli(&pass).unwrap();
+    std::fs::remove_file(&session).unwrap();
+    let out = s.relay.cli(&[&pass[..], &["--json"]].concat()).unwrap();
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["sources"][0]["files_gone"], 1, "{report}");
+
+    let open: Value =
+        serde_json::from_str(s.relay.cli(&["open", "--json"]).unwrap().trim()).unwrap();
+    let base = s.relay.url();
+    let dash = s.browser.open_tab(open["url"].as_str().unwrap()).unwrap();
+    dash.wait_for(
+        "location.pathname === '/' && document.readyState === 'complete'",
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let text = text_of(&dash);
+    assert!(text.contains("Local AI tools"), "{text}");
+    assert!(
+        text.contains("Gemini CLI deletes sessions 30 days after their last change")
+            && text.contains("general.sessionRetention"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 conversation whose transcript files their tool deleted"),
+        "{text}"
+    );
+    shoot(&dash, &shots, "tools-overview");
+
+    let thread = personkit_testkit::thread_id("harvest:claude-code", sid);
+    dash.navigate(&format!("{base}/threads/{thread}")).unwrap();
+    dash.wait_for(
+        "document.readyState === 'complete'",
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let text = text_of(&dash);
+    assert!(
+        text.contains("Only copy.") && text.contains("deleted its transcript file"),
+        "{text}"
+    );
+    assert!(text.contains("It hits the 4 KiB buffer cap"), "{text}");
+    shoot(&dash, &shots, "thread-only-copy");
+}

@@ -447,7 +447,7 @@ pub(super) async fn thread(
             }
             @if let Some(o) = &only_copy {
                 p.notice.skipped role="note" {
-                    strong { "Only copy." } " " (o.source) " deleted its transcript file (" (when(&o.gone_at)) "); this corpus holds the only copy of this conversation."
+                    strong { "Only copy." } " " (site_name(&t.surface)) " deleted its transcript file (" (when(&o.gone_at)) "); this corpus holds the only copy of this conversation."
                 }
             }
             p.actions {
