@@ -25,7 +25,6 @@ use serde_json::Value;
 use super::{Collected, Notes, Source, cut, placeholder, text_of, turn};
 
 const SRC: Source = Source::Goose;
-const MAX_SESSIONS: usize = 100_000;
 const MAX_MESSAGES: usize = 100_000;
 
 const APP_NOTES: &[&str] = &[
@@ -43,32 +42,14 @@ fn s<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
 }
 
 pub fn sessions(db: &ForeignDb, notes: &mut Notes) -> Result<Vec<String>, String> {
-    if !db.has_table("messages").map_err(|e| e.to_string())? {
-        return Err("no `messages` table: not a Goose sessions database".into());
-    }
-    let rows = db
-        .rows(&Select {
-            table: "sessions",
-            columns: &["id"],
-            order: &["created_at", "id"],
-            limit: MAX_SESSIONS + 1,
-            ..Select::default()
-        })
-        .map_err(|e| e.to_string())?;
-    if rows.len() > MAX_SESSIONS {
-        notes.problems.push((
-            None,
-            format!("more than {MAX_SESSIONS} sessions; the first {MAX_SESSIONS} were read"),
-        ));
-    }
-    Ok(rows
-        .iter()
-        .take(MAX_SESSIONS)
-        .filter_map(|r| match r.first()? {
-            Cell::Int(i) => Some(i.to_string()),
-            c => c.text().map(str::to_owned),
-        })
-        .collect())
+    super::db_session_ids(
+        db,
+        notes,
+        "sessions",
+        "messages",
+        &["created_at", "id"],
+        "no `messages` table: not a Goose sessions database",
+    )
 }
 
 pub fn session(db: &ForeignDb, id: &str, out: &mut Collected, notes: &mut Notes) {

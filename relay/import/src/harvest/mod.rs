@@ -834,12 +834,14 @@ impl Collected {
 
     /// Stores what was gathered; `file_ms` (the file's modification time) stands for the time of turns whose
     /// source records none.
-    /// Returns the ids of the threads the turns went to.
+    /// Stores what was gathered from `file` of `source`, and records which threads its turns went to.
     fn store(
         &mut self,
         sink: &mut Sink<'_>,
+        source: Source,
+        file: &Path,
         file_ms: Option<i64>,
-    ) -> Result<Vec<String>, StorageError> {
+    ) -> Result<(), StorageError> {
         let mut threads = Vec::new();
         for mut c in std::mem::take(&mut self.convs) {
             if c.updated_at_ms.is_none() {
@@ -850,7 +852,13 @@ impl Collected {
         }
         self.turns = 0;
         sink.flush()?;
-        Ok(threads)
+        state::link_threads(
+            sink.connection(),
+            source.name(),
+            &file.display().to_string(),
+            &threads,
+        )?;
+        Ok(())
     }
 }
 
@@ -1128,6 +1136,56 @@ fn merge_notes(sr: &mut SourceReport, path: &Path, notes: Notes) {
 /// The largest whole-file transcript read (a Gemini CLI or Continue session is kilobytes to a few megabytes).
 const MAX_WHOLE_FILE: u64 = 256 * 1024 * 1024;
 
+/// A file read whole: its bytes and their sha256, the state row to update, and whether the bytes are those read
+/// last time.
+struct Whole {
+    bytes: Vec<u8>,
+    hash: String,
+    row: FileRow,
+    same: bool,
+}
+
+/// Reads a whole-file transcript (`what` names it in the problem when it is over [`MAX_WHOLE_FILE`]: `None`).
+fn read_whole(
+    sr: &mut SourceReport,
+    source: Source,
+    path: &Path,
+    st: &Stat,
+    prev: Option<FileRow>,
+    what: &str,
+) -> Result<Option<Whole>, FileError> {
+    if st.size > MAX_WHOLE_FILE {
+        sr.problems.push(problem(
+            path,
+            None,
+            format!(
+                "the file is {} MB, more than {what} can be ({} MB); skipped",
+                st.size >> 20,
+                MAX_WHOLE_FILE >> 20
+            ),
+        ));
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    File::open(path)?.read_to_end(&mut bytes)?;
+    let hash = hex(&Sha256::digest(&bytes));
+    let same = prev
+        .as_ref()
+        .is_some_and(|p| p.prefix_hash.as_deref() == Some(hash.as_str()));
+    let row = prev.unwrap_or_else(|| FileRow {
+        source: source.name().into(),
+        path: path.display().to_string(),
+        meta: "{}".into(),
+        ..FileRow::default()
+    });
+    Ok(Some(Whole {
+        bytes,
+        hash,
+        row,
+        same,
+    }))
+}
+
 fn whole_file(
     sink: &mut Sink<'_>,
     sr: &mut SourceReport,
@@ -1137,30 +1195,15 @@ fn whole_file(
     prev: Option<FileRow>,
     now: OffsetDateTime,
 ) -> Result<(), FileError> {
-    if st.size > MAX_WHOLE_FILE {
-        sr.problems.push(problem(
-            path,
-            None,
-            format!(
-                "the file is {} MB, more than a session file can be ({} MB); skipped",
-                st.size >> 20,
-                MAX_WHOLE_FILE >> 20
-            ),
-        ));
+    let Some(Whole {
+        bytes,
+        hash,
+        mut row,
+        same,
+    }) = read_whole(sr, source, path, st, prev, "a session file")?
+    else {
         return Ok(());
-    }
-    let mut bytes = Vec::new();
-    File::open(path)?.read_to_end(&mut bytes)?;
-    let hash = hex(&Sha256::digest(&bytes));
-    let mut row = prev.clone().unwrap_or_else(|| FileRow {
-        source: source.name().into(),
-        path: path.display().to_string(),
-        meta: "{}".into(),
-        ..FileRow::default()
-    });
-    let same = prev
-        .as_ref()
-        .is_some_and(|p| p.prefix_hash.as_deref() == Some(hash.as_str()));
+    };
     if !same {
         let mut out = Collected::default();
         let mut notes = Notes::default();
@@ -1191,8 +1234,7 @@ fn whole_file(
         }
         merge_notes(sr, path, notes);
         let before = sink.summary.stored;
-        let threads = out.store(sink, st.mtime_ms)?;
-        state::link_threads(sink.connection(), source.name(), &row.path, &threads)?;
+        out.store(sink, source, path, st.mtime_ms)?;
         sr.files_read += 1;
         row.turns += sink.summary.stored - before;
     }
@@ -1204,6 +1246,48 @@ fn whole_file(
     row.read_at = fmt_time(now);
     state::save_file(sink.connection(), &row)?;
     Ok(())
+}
+
+/// The most sessions read from one tool database.
+const MAX_DB_SESSIONS: usize = 100_000;
+
+/// The ids of the sessions of a tool database, oldest first: rows of `sessions` (at most [`MAX_DB_SESSIONS`], more
+/// reported), once the database is known to hold `messages` (else `not_ours`, the database is not the tool's).
+pub fn db_session_ids(
+    db: &personkit_store::foreign::ForeignDb,
+    notes: &mut Notes,
+    sessions: &'static str,
+    messages: &str,
+    order: &'static [&'static str],
+    not_ours: &str,
+) -> Result<Vec<String>, String> {
+    use personkit_store::foreign::{Cell, Select};
+    if !db.has_table(messages).map_err(|e| e.to_string())? {
+        return Err(not_ours.to_owned());
+    }
+    let rows = db
+        .rows(&Select {
+            table: sessions,
+            columns: &["id"],
+            order,
+            limit: MAX_DB_SESSIONS + 1,
+            ..Select::default()
+        })
+        .map_err(|e| e.to_string())?;
+    if rows.len() > MAX_DB_SESSIONS {
+        notes.problems.push((
+            None,
+            format!("more than {MAX_DB_SESSIONS} sessions; the first {MAX_DB_SESSIONS} were read"),
+        ));
+    }
+    Ok(rows
+        .iter()
+        .take(MAX_DB_SESSIONS)
+        .filter_map(|r| match r.first()? {
+            Cell::Int(i) => Some(i.to_string()),
+            c => c.text().map(str::to_owned),
+        })
+        .collect())
 }
 
 /// The largest SQLite history file read (with its `-wal`): a Cursor state database of years of use is a few GB.
@@ -1287,10 +1371,10 @@ fn db_file(
         out.append(one);
         notes.absorb(n);
         if out.len() >= BATCH_TURNS {
-            out.store(sink, st.mtime_ms)?;
+            out.store(sink, source, path, st.mtime_ms)?;
         }
     }
-    out.store(sink, st.mtime_ms)?;
+    out.store(sink, source, path, st.mtime_ms)?;
     merge_notes(sr, path, notes);
     if unchanged > 0 {
         *sr.records_skipped
@@ -1368,8 +1452,7 @@ fn line_file(
                       lines: u64|
      -> Result<(), FileError> {
         let before = sink.summary.stored;
-        let threads = out.store(sink, st.mtime_ms)?;
-        state::link_threads(sink.connection(), source.name(), &row.path, &threads)?;
+        out.store(sink, source, path, st.mtime_ms)?;
         row.turns += sink.summary.stored - before;
         row.read_to = to;
         row.lines = lines;
@@ -1514,30 +1597,15 @@ fn compressed_line_file(
     prev: Option<FileRow>,
     now: OffsetDateTime,
 ) -> Result<(), FileError> {
-    if st.size > MAX_WHOLE_FILE {
-        sr.problems.push(problem(
-            path,
-            None,
-            format!(
-                "the file is {} MB, more than a compressed session can be ({} MB); skipped",
-                st.size >> 20,
-                MAX_WHOLE_FILE >> 20
-            ),
-        ));
+    let Some(Whole {
+        bytes,
+        hash,
+        mut row,
+        same,
+    }) = read_whole(sr, source, path, st, prev, "a compressed session")?
+    else {
         return Ok(());
-    }
-    let mut bytes = Vec::new();
-    File::open(path)?.read_to_end(&mut bytes)?;
-    let hash = hex(&Sha256::digest(&bytes));
-    let mut row = prev.clone().unwrap_or_else(|| FileRow {
-        source: source.name().into(),
-        path: path.display().to_string(),
-        meta: "{}".into(),
-        ..FileRow::default()
-    });
-    let same = prev
-        .as_ref()
-        .is_some_and(|p| p.prefix_hash.as_deref() == Some(hash.as_str()));
+    };
     if !same {
         let plain = match unzstd(&bytes) {
             Ok(p) => p,
@@ -1566,13 +1634,13 @@ fn compressed_line_file(
             }
             if out.len() >= BATCH_TURNS {
                 let before = sink.summary.stored;
-                out.store(sink, st.mtime_ms)?;
+                out.store(sink, source, path, st.mtime_ms)?;
                 row.turns += sink.summary.stored - before;
             }
         }
         merge_notes(sr, path, notes);
         let before = sink.summary.stored;
-        out.store(sink, st.mtime_ms)?;
+        out.store(sink, source, path, st.mtime_ms)?;
         row.turns += sink.summary.stored - before;
         sr.files_read += 1;
         row.lines = line_no;

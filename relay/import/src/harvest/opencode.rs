@@ -31,7 +31,6 @@ use serde_json::Value;
 use super::{Collected, Notes, Source, cut, text_of, turn};
 
 const SRC: Source = Source::OpenCode;
-const MAX_SESSIONS: usize = 100_000;
 const MAX_MESSAGES: usize = 100_000;
 const MAX_PARTS: usize = 10_000;
 /// The largest message or part file of the JSON tree read.
@@ -63,29 +62,14 @@ fn json_cell(c: Option<&Cell>) -> Result<Value, String> {
 
 /// The sessions of the database (their ids).
 pub fn sessions(db: &ForeignDb, notes: &mut Notes) -> Result<Vec<String>, String> {
-    if !db.has_table("message").map_err(|e| e.to_string())? {
-        return Err("no `message` table: not an OpenCode database".into());
-    }
-    let rows = db
-        .rows(&Select {
-            table: "session",
-            columns: &["id"],
-            order: &["time_created", "id"],
-            limit: MAX_SESSIONS + 1,
-            ..Select::default()
-        })
-        .map_err(|e| e.to_string())?;
-    if rows.len() > MAX_SESSIONS {
-        notes.problems.push((
-            None,
-            format!("more than {MAX_SESSIONS} sessions; the first {MAX_SESSIONS} were read"),
-        ));
-    }
-    Ok(rows
-        .iter()
-        .take(MAX_SESSIONS)
-        .filter_map(|r| r.first()?.text().map(str::to_owned))
-        .collect())
+    super::db_session_ids(
+        db,
+        notes,
+        "session",
+        "message",
+        &["time_created", "id"],
+        "no `message` table: not an OpenCode database",
+    )
 }
 
 /// One session of the database into `out`.
