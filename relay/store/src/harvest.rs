@@ -192,6 +192,20 @@ pub fn save_file(conn: &Connection, f: &FileRow) -> Result<(), DbError> {
     Ok(())
 }
 
+/// Saves a file's state and the threads its stored turns went to ([`link_threads`]) in one transaction: one sync
+/// to disk for both.
+pub fn save_file_and_threads(
+    conn: &mut Connection,
+    f: &FileRow,
+    threads: &[String],
+) -> Result<(), DbError> {
+    let tx = conn.transaction()?;
+    link_threads(&tx, &f.source, &f.path, threads)?;
+    save_file(&tx, f)?;
+    tx.commit()?;
+    Ok(())
+}
+
 /// Files known for a source, and the turns taken from them.
 pub fn file_totals(conn: &Connection, source: &str) -> Result<(u64, u64), DbError> {
     Ok(conn

@@ -708,6 +708,14 @@ fn save_warnings(
     Ok(())
 }
 
+/// Saves a file's state and the threads its stored turns went to, in one transaction (one sync to disk per file,
+/// not one per row), after its turns were stored.
+fn save_state(sink: &mut Sink<'_>, out: &mut Collected, row: &FileRow) -> Result<(), FileError> {
+    state::save_file_and_threads(sink.connection(), row, &out.threads)?;
+    out.threads.clear();
+    Ok(())
+}
+
 /// One file's facts from the OS.
 struct Stat {
     size: u64,
@@ -771,6 +779,8 @@ pub struct Collected {
     turns: usize,
     /// Turns pushed since this was made (not reset by storing), for [`Notes::record`].
     pushed: u64,
+    /// Threads stored to and not yet recorded against the file ([`save_state`]).
+    threads: Vec<String>,
 }
 
 impl Collected {
@@ -834,31 +844,25 @@ impl Collected {
 
     /// Stores what was gathered; `file_ms` (the file's modification time) stands for the time of turns whose
     /// source records none.
-    /// Stores what was gathered from `file` of `source`, and records which threads its turns went to.
+    /// Stores what was gathered; the threads its turns went to are kept for [`save_state`], which records them
+    /// with the file's state in one transaction.
     fn store(
         &mut self,
         sink: &mut Sink<'_>,
-        source: Source,
-        file: &Path,
         file_ms: Option<i64>,
     ) -> Result<(), StorageError> {
-        let mut threads = Vec::new();
         for mut c in std::mem::take(&mut self.convs) {
             if c.updated_at_ms.is_none() {
                 c.updated_at_ms = file_ms;
             }
             sink.put(&c)?;
-            threads.push(identity_thread(&c.surface, &c.conversation_id));
+            let t = identity_thread(&c.surface, &c.conversation_id);
+            if !self.threads.contains(&t) {
+                self.threads.push(t);
+            }
         }
         self.turns = 0;
-        sink.flush()?;
-        state::link_threads(
-            sink.connection(),
-            source.name(),
-            &file.display().to_string(),
-            &threads,
-        )?;
-        Ok(())
+        sink.flush()
     }
 }
 
@@ -1204,8 +1208,8 @@ fn whole_file(
     else {
         return Ok(());
     };
+    let mut out = Collected::default();
     if !same {
-        let mut out = Collected::default();
         let mut notes = Notes::default();
         let parsed = match source {
             Source::GeminiCli => gemini_cli::read(path, &bytes, &mut out, &mut notes),
@@ -1234,7 +1238,7 @@ fn whole_file(
         }
         merge_notes(sr, path, notes);
         let before = sink.summary.stored;
-        out.store(sink, source, path, st.mtime_ms)?;
+        out.store(sink, st.mtime_ms)?;
         sr.files_read += 1;
         row.turns += sink.summary.stored - before;
     }
@@ -1244,7 +1248,7 @@ fn whole_file(
     row.read_to = bytes.len() as u64;
     row.prefix_hash = Some(hash);
     row.read_at = fmt_time(now);
-    state::save_file(sink.connection(), &row)?;
+    save_state(sink, &mut out, &row)?;
     Ok(())
 }
 
@@ -1371,10 +1375,10 @@ fn db_file(
         out.append(one);
         notes.absorb(n);
         if out.len() >= BATCH_TURNS {
-            out.store(sink, source, path, st.mtime_ms)?;
+            out.store(sink, st.mtime_ms)?;
         }
     }
-    out.store(sink, source, path, st.mtime_ms)?;
+    out.store(sink, st.mtime_ms)?;
     merge_notes(sr, path, notes);
     if unchanged > 0 {
         *sr.records_skipped
@@ -1391,7 +1395,7 @@ fn db_file(
     row.read_to = st.size;
     row.prefix_hash = None;
     row.read_at = fmt_time(now);
-    state::save_file(sink.connection(), &row)?;
+    save_state(sink, &mut out, &row)?;
     Ok(())
 }
 
@@ -1452,7 +1456,7 @@ fn line_file(
                       lines: u64|
      -> Result<(), FileError> {
         let before = sink.summary.stored;
-        out.store(sink, source, path, st.mtime_ms)?;
+        out.store(sink, st.mtime_ms)?;
         row.turns += sink.summary.stored - before;
         row.read_to = to;
         row.lines = lines;
@@ -1496,7 +1500,7 @@ fn line_file(
             json_line(source, &mut meta, at, text, &mut out, &mut notes);
             if out.len() >= BATCH_TURNS {
                 checkpoint(sink, &mut out, &mut row, &meta, offset, line_no)?;
-                state::save_file(sink.connection(), &row)?;
+                save_state(sink, &mut out, &row)?;
             }
         }
     }
@@ -1517,7 +1521,7 @@ fn line_file(
     } else {
         st.mtime_ms
     };
-    state::save_file(sink.connection(), &row)?;
+    save_state(sink, &mut out, &row)?;
     Ok(())
 }
 
@@ -1606,6 +1610,7 @@ fn compressed_line_file(
     else {
         return Ok(());
     };
+    let mut out = Collected::default();
     if !same {
         let plain = match unzstd(&bytes) {
             Ok(p) => p,
@@ -1615,7 +1620,6 @@ fn compressed_line_file(
             }
         };
         let mut meta = Map::new();
-        let mut out = Collected::default();
         let mut notes = Notes::default();
         let mut offset = 0u64;
         let mut line_no = 0u64;
@@ -1634,13 +1638,13 @@ fn compressed_line_file(
             }
             if out.len() >= BATCH_TURNS {
                 let before = sink.summary.stored;
-                out.store(sink, source, path, st.mtime_ms)?;
+                out.store(sink, st.mtime_ms)?;
                 row.turns += sink.summary.stored - before;
             }
         }
         merge_notes(sr, path, notes);
         let before = sink.summary.stored;
-        out.store(sink, source, path, st.mtime_ms)?;
+        out.store(sink, st.mtime_ms)?;
         row.turns += sink.summary.stored - before;
         sr.files_read += 1;
         row.lines = line_no;
@@ -1652,7 +1656,7 @@ fn compressed_line_file(
     row.read_to = st.size;
     row.prefix_hash = Some(hash);
     row.read_at = fmt_time(now);
-    state::save_file(sink.connection(), &row)?;
+    save_state(sink, &mut out, &row)?;
     Ok(())
 }
 
