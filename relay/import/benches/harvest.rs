@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use personkit_import::harvest::{self, Config, Source};
 use personkit_import::{Options, import_path};
-use personkit_testkit::Rng;
+use personkit_testkit::{Rng, peak_rss_kib, reset_peak_rss};
 use serde_json::{Value, json};
 
 const WORDS: &[&str] = &[
@@ -87,22 +87,6 @@ fn session(rng: &mut Rng, s: usize) -> (String, Value) {
     let conv = json!({"uuid": sid, "name": format!("Session {s}"), "created_at": stamp(s, 0),
         "updated_at": stamp(s, 39), "chat_messages": messages});
     (lines.join("\n") + "\n", conv)
-}
-
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 fn main() {

@@ -12,7 +12,7 @@ use std::io::{BufWriter, Write};
 use std::time::Instant;
 
 use personkit_import::{Options, import_path};
-use personkit_testkit::{Relay, Rng, build_bin};
+use personkit_testkit::{Relay, Rng, build_bin, peak_rss_kib, reset_peak_rss};
 use serde_json::{Value, json};
 
 const WORDS: &[&str] = &[
@@ -101,22 +101,6 @@ fn conversation(rng: &mut Rng, c: usize) -> Value {
     }
     json!({"title": format!("Bench {c}"), "create_time": t0, "update_time": t0 + 40.0,
            "mapping": mapping, "current_node": parent, "conversation_id": id, "id": id})
-}
-
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 fn main() {

@@ -102,6 +102,26 @@ fn one(r: &Report) -> &harvest::SourceReport {
     &r.sources[0]
 }
 
+/// Writes a Claude Code session file of `(uuid, parent, type, text, timestamp)` lines (the line shape of
+/// `fixtures/harvest/README.md`).
+fn cc_session(h: &Home, sid: &str, lines: &[(&str, Option<&str>, &str, &str, &str)]) -> PathBuf {
+    let dir = h.home.join(".claude/projects/-home-ada-src-orbit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text: Vec<String> = lines
+        .iter()
+        .map(|(uuid, parent, kind, text, at)| {
+            serde_json::json!({
+                "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid, "timestamp": at,
+                "isSidechain": false, "message": {"role": kind, "content": text}
+            })
+            .to_string()
+        })
+        .collect();
+    let path = dir.join(format!("{sid}.jsonl"));
+    std::fs::write(&path, text.join("\n") + "\n").unwrap();
+    path
+}
+
 const CLAUDE_FILE: &str =
     ".claude/projects/-home-ada-src-orbit/5d1c2a3e-7f40-4b7e-9a51-2c8e0f6d9b12.jsonl";
 const SESSION: &str = "5d1c2a3e-7f40-4b7e-9a51-2c8e0f6d9b12";
@@ -543,61 +563,55 @@ fn list_shows_each_source_and_its_state() {
 #[test]
 fn a_claude_code_session_with_several_roots_keeps_every_turn() {
     let h = home(&[]);
-    let dir = h.home.join(".claude/projects/-home-ada-src-orbit");
-    std::fs::create_dir_all(&dir).unwrap();
     let sid = "9a1b2c3d-0000-4000-8000-000000000001";
-    let line = |uuid: &str, parent: Option<&str>, kind: &str, text: &str, at: &str| {
-        serde_json::json!({
-            "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid, "timestamp": at,
-            "isSidechain": false, "message": {"role": kind, "content": text}
-        })
-        .to_string()
-    };
-    let lines = [
-        line(
-            "u1",
-            None,
-            "user",
-            "First question about the parser.",
-            "2026-11-01T10:00:00Z",
-        ),
-        line(
-            "a1",
-            Some("u1"),
-            "assistant",
-            "First answer.",
-            "2026-11-01T10:00:05Z",
-        ),
-        line(
-            "u2",
-            None,
-            "user",
-            "Second question, after a clear.",
-            "2026-11-01T10:05:00Z",
-        ),
-        line(
-            "a2",
-            Some("u2"),
-            "assistant",
-            "Second answer.",
-            "2026-11-01T10:05:05Z",
-        ),
-        line(
-            "u3",
-            Some("a2"),
-            "user",
-            "Third question.",
-            "2026-11-01T10:06:00Z",
-        ),
-        line(
-            "a3",
-            Some("u3"),
-            "assistant",
-            "Third answer.",
-            "2026-11-01T10:06:05Z",
-        ),
-    ];
-    std::fs::write(dir.join(format!("{sid}.jsonl")), lines.join("\n") + "\n").unwrap();
+    cc_session(
+        &h,
+        sid,
+        &[
+            (
+                "u1",
+                None,
+                "user",
+                "First question about the parser.",
+                "2026-11-01T10:00:00Z",
+            ),
+            (
+                "a1",
+                Some("u1"),
+                "assistant",
+                "First answer.",
+                "2026-11-01T10:00:05Z",
+            ),
+            (
+                "u2",
+                None,
+                "user",
+                "Second question, after a clear.",
+                "2026-11-01T10:05:00Z",
+            ),
+            (
+                "a2",
+                Some("u2"),
+                "assistant",
+                "Second answer.",
+                "2026-11-01T10:05:05Z",
+            ),
+            (
+                "u3",
+                Some("a2"),
+                "user",
+                "Third question.",
+                "2026-11-01T10:06:00Z",
+            ),
+            (
+                "a3",
+                Some("u3"),
+                "assistant",
+                "Third answer.",
+                "2026-11-01T10:06:05Z",
+            ),
+        ],
+    );
     let r = run(&h, &[Source::ClaudeCode]);
     let s = one(&r);
     assert_eq!((s.turns, s.stored), (6, 6), "{s:?}");
@@ -730,43 +744,37 @@ fn a_compacted_claude_code_session_keeps_its_turns_and_marks_the_summary_as_cont
 #[test]
 fn the_same_words_asked_twice_in_a_session_are_two_turns() {
     let h = home(&[]);
-    let dir = h.home.join(".claude/projects/-home-ada-src-orbit");
-    std::fs::create_dir_all(&dir).unwrap();
     let sid = "9a1b2c3d-0000-4000-8000-000000000003";
-    let line = |uuid: &str, parent: Option<&str>, kind: &str, text: &str, at: &str| {
-        serde_json::json!({
-            "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid, "timestamp": at,
-            "isSidechain": false, "message": {"role": kind, "content": text}
-        })
-        .to_string()
-    };
-    let lines = [
-        line("u1", None, "user", "go on", "2026-11-01T10:00:00Z"),
-        line(
-            "a1",
-            Some("u1"),
-            "assistant",
-            "Done with step one.",
-            "2026-11-01T10:00:05Z",
-        ),
-        line("u2", None, "user", "go on", "2026-11-01T10:05:00Z"),
-        line(
-            "a2",
-            Some("u2"),
-            "assistant",
-            "Done with step two.",
-            "2026-11-01T10:05:05Z",
-        ),
-        line("u3", Some("a2"), "user", "go on", "2026-11-01T10:06:00Z"),
-        line(
-            "a3",
-            Some("u3"),
-            "assistant",
-            "Done with step two.",
-            "2026-11-01T10:06:05Z",
-        ),
-    ];
-    std::fs::write(dir.join(format!("{sid}.jsonl")), lines.join("\n") + "\n").unwrap();
+    cc_session(
+        &h,
+        sid,
+        &[
+            ("u1", None, "user", "go on", "2026-11-01T10:00:00Z"),
+            (
+                "a1",
+                Some("u1"),
+                "assistant",
+                "Done with step one.",
+                "2026-11-01T10:00:05Z",
+            ),
+            ("u2", None, "user", "go on", "2026-11-01T10:05:00Z"),
+            (
+                "a2",
+                Some("u2"),
+                "assistant",
+                "Done with step two.",
+                "2026-11-01T10:05:05Z",
+            ),
+            ("u3", Some("a2"), "user", "go on", "2026-11-01T10:06:00Z"),
+            (
+                "a3",
+                Some("u3"),
+                "assistant",
+                "Done with step two.",
+                "2026-11-01T10:06:05Z",
+            ),
+        ],
+    );
     let r = run(&h, &[Source::ClaudeCode]);
     let s = one(&r);
     assert_eq!(s.records.read, 6, "{s:?}");
@@ -868,24 +876,26 @@ fn text_claude_code_injected_is_not_the_users_words() {
 }
 
 fn claude_session(h: &Home, sid: &str, age_days: u64) -> PathBuf {
-    let dir = h.home.join(".claude/projects/-home-ada-src-orbit");
-    std::fs::create_dir_all(&dir).unwrap();
-    let line = |uuid: &str, parent: Option<&str>, kind: &str, text: &str| {
-        serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid,
-            "timestamp": "2026-11-01T10:00:00Z", "message": {"role": kind, "content": text}})
-        .to_string()
-    };
-    let path = dir.join(format!("{sid}.jsonl"));
-    std::fs::write(
-        &path,
-        [
-            line("u1", None, "user", "Keep this session."),
-            line("a1", Some("u1"), "assistant", "Kept."),
-        ]
-        .join("\n")
-            + "\n",
-    )
-    .unwrap();
+    let path = cc_session(
+        h,
+        sid,
+        &[
+            (
+                "u1",
+                None,
+                "user",
+                "Keep this session.",
+                "2026-11-01T10:00:00Z",
+            ),
+            (
+                "a1",
+                Some("u1"),
+                "assistant",
+                "Kept.",
+                "2026-11-01T10:00:05Z",
+            ),
+        ],
+    );
     let f = std::fs::File::options().write(true).open(&path).unwrap();
     f.set_modified(std::time::SystemTime::now() - Duration::from_secs(age_days * 86_400))
         .unwrap();
@@ -1071,48 +1081,44 @@ fn the_test_kit_clears_every_tool_variable() {
 #[test]
 fn out_of_order_and_replayed_claude_code_lines_keep_every_turn_once() {
     let h = home(&[]);
-    let dir = h.home.join(".claude/projects/-home-ada-src-orbit");
-    std::fs::create_dir_all(&dir).unwrap();
     let sid = "9a1b2c3d-0000-4000-8000-000000000005";
-    let line = |uuid: &str, parent: Option<&str>, kind: &str, text: &str, at: &str| {
-        serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid,
-            "timestamp": at, "message": {"role": kind, "content": text}})
-        .to_string()
-    };
-    let lines = [
-        line(
-            "a1",
-            Some("u1"),
-            "assistant",
-            "First answer.",
-            "2026-11-01T10:00:05Z",
-        ),
-        line("u1", None, "user", "First prompt.", "2026-11-01T10:00:00Z"),
-        line(
-            "u2",
-            Some("a1"),
-            "user",
-            "Second prompt.",
-            "2026-11-01T10:01:00Z",
-        ),
-        // Replayed by a resume: the same uuids again.
-        line("u1", None, "user", "First prompt.", "2026-11-01T10:00:00Z"),
-        line(
-            "a1",
-            Some("u1"),
-            "assistant",
-            "First answer.",
-            "2026-11-01T10:00:05Z",
-        ),
-        line(
-            "a2",
-            Some("u2"),
-            "assistant",
-            "Second answer.",
-            "2026-11-01T10:01:05Z",
-        ),
-    ];
-    std::fs::write(dir.join(format!("{sid}.jsonl")), lines.join("\n") + "\n").unwrap();
+    cc_session(
+        &h,
+        sid,
+        &[
+            (
+                "a1",
+                Some("u1"),
+                "assistant",
+                "First answer.",
+                "2026-11-01T10:00:05Z",
+            ),
+            ("u1", None, "user", "First prompt.", "2026-11-01T10:00:00Z"),
+            (
+                "u2",
+                Some("a1"),
+                "user",
+                "Second prompt.",
+                "2026-11-01T10:01:00Z",
+            ),
+            // Replayed by a resume: the same uuids again.
+            ("u1", None, "user", "First prompt.", "2026-11-01T10:00:00Z"),
+            (
+                "a1",
+                Some("u1"),
+                "assistant",
+                "First answer.",
+                "2026-11-01T10:00:05Z",
+            ),
+            (
+                "a2",
+                Some("u2"),
+                "assistant",
+                "Second answer.",
+                "2026-11-01T10:01:05Z",
+            ),
+        ],
+    );
     let r = run(&h, &[Source::ClaudeCode]);
     let s = one(&r);
     assert_eq!((s.records.read, s.records.silent), (6, 0), "{s:?}");

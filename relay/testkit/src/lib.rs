@@ -942,3 +942,21 @@ pub fn fixture(dir: &str, name: &str) -> String {
     let p = workspace_root().join(dir).join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("fixture {}: {e}", p.display()))
 }
+
+/// This process's peak resident memory (`VmHWM`), in KiB (0 where `/proc` does not tell).
+pub fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Resets the peak [`peak_rss_kib`] reports to the current resident memory, so one phase can be measured alone.
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}

@@ -846,11 +846,7 @@ impl Collected {
     /// source records none.
     /// Stores what was gathered; the threads its turns went to are kept for [`save_state`], which records them
     /// with the file's state in one transaction.
-    fn store(
-        &mut self,
-        sink: &mut Sink<'_>,
-        file_ms: Option<i64>,
-    ) -> Result<(), StorageError> {
+    fn store(&mut self, sink: &mut Sink<'_>, file_ms: Option<i64>) -> Result<(), StorageError> {
         for mut c in std::mem::take(&mut self.convs) {
             if c.updated_at_ms.is_none() {
                 c.updated_at_ms = file_ms;
