@@ -12,9 +12,12 @@
 //! Every call is bounded: `max_tokens` and a wall-clock timeout per request. Text is sent as given: scrubbing what
 //! leaves the machine is the caller's job (`personkit-knowledge`), which uses [`ChatModel::endpoint`] to decide.
 
+pub mod json;
 pub mod shape;
+pub mod structured;
 
 pub use shape::Shape;
+pub use structured::{Structured, structured};
 
 use std::time::Duration;
 
