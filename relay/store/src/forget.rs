@@ -166,6 +166,7 @@ pub(crate) fn remove_selected(
         [&now_s],
     )?;
     forget_other_names(tx, &now_s)?;
+    crate::knowledge::forget_selected(tx)?;
     // Cached embeddings of these texts, unless another row still uses the same text.
     tx.execute(
         "DELETE FROM embeddings WHERE text_hash IN (
@@ -270,6 +271,10 @@ pub(crate) fn prepare_selection(tx: &rusqlite::Transaction<'_>) -> Result<(), Db
 pub(crate) fn optimize_fts(tx: &rusqlite::Transaction<'_>) -> Result<(), DbError> {
     tx.execute(
         "INSERT INTO messages_fts(messages_fts) VALUES ('optimize')",
+        [],
+    )?;
+    tx.execute(
+        "INSERT INTO knowledge_fts(knowledge_fts) VALUES ('optimize')",
         [],
     )?;
     Ok(())

@@ -27,6 +27,7 @@ pub mod forget;
 pub mod harvest;
 pub mod health;
 pub mod ingest;
+pub mod knowledge;
 pub mod migrations;
 #[cfg(feature = "bench")]
 pub mod neighbours;

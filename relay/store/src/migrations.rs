@@ -48,6 +48,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(18, "0018_checks_without_lists"),
     migration!(19, "0019_dashboard_sessions"),
     migration!(20, "0020_harvest_guard"),
+    migration!(21, "0021_knowledge"),
 ];
 
 /// The schema version this build writes.
