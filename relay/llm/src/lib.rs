@@ -17,7 +17,7 @@ pub mod shape;
 pub mod structured;
 
 pub use shape::Shape;
-pub use structured::{Structured, structured};
+pub use structured::{Structured, structured, structured_with};
 
 use std::time::Duration;
 

@@ -23,6 +23,16 @@ pub fn structured(model: &dyn ChatModel, req: &Request) -> Result<Structured, Ll
     let Some(shape) = &req.shape else {
         return Err(LlmError::Config("a structured call needs a shape".into()));
     };
+    structured_with(model, req, &|v| shape.check(v))
+}
+
+/// [`structured`] with the caller's own check of the answer in place of the shape's (a caller that validates
+/// each item itself accepts an answer whose items it will drop one by one). The shape is still what is asked for.
+pub fn structured_with(
+    model: &dyn ChatModel,
+    req: &Request,
+    check: &dyn Fn(&Value) -> Result<(), String>,
+) -> Result<Structured, LlmError> {
     let mut usage = Usage::default();
     let mut problem = String::new();
     for attempt in 1..=2u32 {
@@ -41,7 +51,7 @@ pub fn structured(model: &dyn ChatModel, req: &Request) -> Result<Structured, Ll
         usage += done.usage;
         match find_json(&done.text) {
             None => problem = "no JSON found".into(),
-            Some(value) => match shape.check(&value) {
+            Some(value) => match check(&value) {
                 Ok(()) => {
                     return Ok(Structured {
                         value,
