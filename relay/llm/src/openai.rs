@@ -5,7 +5,9 @@
 //! JSON under the shape's schema (`response_format: {type: "json_schema", …, strict: true}`). Servers that refuse
 //! that (HTTP 400/422 naming `response_format` or `json_schema`) are asked for `{type: "json_object"}`, then for no
 //! format at all, with the schema written into the system prompt instead; the model remembers the step down for
-//! its later calls. The caller checks every answer against the shape either way.
+//! its later calls. The caller checks every answer against the shape either way. Likewise a server that refuses
+//! `max_tokens` (asking for `max_completion_tokens`) or a temperature of 0, as OpenAI's reasoning models do, gets
+//! the request it takes from then on.
 //!
 //! A call never outlives [`Request::timeout`]: retries of a transient failure (no connection, 429, 5xx; at most
 //! two, after 0.5 s and 2 s or the server's `Retry-After` up to 10 s) happen only while time is left. Other 4xx
@@ -34,6 +36,11 @@ const BACKOFF: [Duration; 2] = [Duration::from_millis(500), Duration::from_secs(
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// Less time than this left before the deadline is not worth another attempt.
 const MIN_ATTEMPT: Duration = Duration::from_millis(250);
+
+/// Request parameters a server refused, as bits: newer OpenAI models take `max_completion_tokens` instead of
+/// `max_tokens`, and only their default temperature.
+const USE_MAX_COMPLETION_TOKENS: u8 = 1;
+const OMIT_TEMPERATURE: u8 = 2;
 
 /// How a JSON answer is asked for, from the most to the least the server must support.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -82,6 +89,8 @@ pub struct OpenAiChat {
     context_tokens: usize,
     /// The [`Format`] structured requests start with (only ever steps down).
     format: AtomicU8,
+    /// The refused-parameter bits requests are built with (only ever gains bits).
+    params: AtomicU8,
 }
 
 impl std::fmt::Debug for OpenAiChat {
@@ -102,6 +111,8 @@ enum Failure {
     Transient(LlmError, Option<Duration>),
     /// The server does not take the `response_format` sent.
     FormatRefused(LlmError),
+    /// The server does not take a parameter sent (one of the refused-parameter bits).
+    ParamRefused(u8),
     /// Final.
     Fatal(LlmError),
 }
@@ -188,6 +199,7 @@ impl OpenAiChat {
             api_key: cfg.api_key.clone().filter(|k| !k.is_empty()),
             context_tokens: cfg.context_tokens.unwrap_or(DEFAULT_CONTEXT_TOKENS),
             format: AtomicU8::new(Format::Schema as u8),
+            params: AtomicU8::new(0),
         })
     }
 
@@ -205,7 +217,7 @@ impl OpenAiChat {
         self.format.fetch_max(to as u8, Ordering::Relaxed);
     }
 
-    fn body(&self, req: &Request, format: Option<Format>) -> Value {
+    fn body(&self, req: &Request, format: Option<Format>, params: u8) -> Value {
         let mut system = req.system.clone();
         if let (Some(shape), Some(Format::JsonObject | Format::Prompt)) = (&req.shape, format) {
             system.push_str(
@@ -219,10 +231,19 @@ impl OpenAiChat {
                 {"role": "system", "content": system},
                 {"role": "user", "content": req.user},
             ],
-            "max_tokens": req.max_tokens,
-            "temperature": 0,
             "stream": false,
         });
+        if let Some(map) = body.as_object_mut() {
+            let limit = if params & USE_MAX_COMPLETION_TOKENS != 0 {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            };
+            map.insert(limit.into(), req.max_tokens.into());
+            if params & OMIT_TEMPERATURE == 0 {
+                map.insert("temperature".into(), 0.into());
+            }
+        }
         let response_format = match (&req.shape, format) {
             (Some(shape), Some(Format::Schema)) => Some(json!({
                 "type": "json_schema",
@@ -294,6 +315,7 @@ impl OpenAiChat {
         left: Duration,
         timeout: Duration,
         sent_format: bool,
+        params: u8,
     ) -> Result<String, Failure> {
         let mut req = self
             .agent
@@ -348,6 +370,14 @@ impl OpenAiChat {
             && (lower.contains("response_format") || lower.contains("json_schema"))
         {
             return Err(Failure::FormatRefused(refused));
+        }
+        if status == 400 {
+            if params & USE_MAX_COMPLETION_TOKENS == 0 && lower.contains("max_completion_tokens") {
+                return Err(Failure::ParamRefused(USE_MAX_COMPLETION_TOKENS));
+            }
+            if params & OMIT_TEMPERATURE == 0 && lower.contains("temperature") {
+                return Err(Failure::ParamRefused(OMIT_TEMPERATURE));
+            }
         }
         Err(Failure::Fatal(refused))
     }
@@ -435,15 +465,17 @@ impl ChatModel for OpenAiChat {
         let mut retries = 0;
         // This call's own step-downs, so it makes progress whatever other calls do.
         let mut at_least = Format::Schema;
+        let mut params = 0;
         loop {
             let format = req.shape.as_ref().map(|_| self.format().max(at_least));
-            let body = self.body(req, format);
+            let params_now = self.params.load(Ordering::Relaxed) | params;
+            let body = self.body(req, format, params_now);
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(LlmError::Timeout(req.timeout));
             }
             let sent_format = matches!(format, Some(Format::Schema | Format::JsonObject));
-            match self.attempt(&body, left, req.timeout, sent_format) {
+            match self.attempt(&body, left, req.timeout, sent_format, params_now) {
                 Ok(text) => return self.read_answer(&text, req),
                 Err(Failure::FormatRefused(e)) => match format.and_then(Format::next) {
                     Some(next) => {
@@ -452,6 +484,11 @@ impl ChatModel for OpenAiChat {
                     }
                     None => return Err(e),
                 },
+                // Each refusal names a bit not yet set, so this happens at most twice a call.
+                Err(Failure::ParamRefused(bit)) => {
+                    self.params.fetch_or(bit, Ordering::Relaxed);
+                    params |= bit;
+                }
                 Err(Failure::Transient(e, retry_after)) => {
                     let Some(backoff) = BACKOFF.get(retries) else {
                         return Err(e);

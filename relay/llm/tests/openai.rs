@@ -252,6 +252,37 @@ fn a_server_without_any_response_format_is_asked_by_prompt_alone() {
 }
 
 #[test]
+fn a_server_refusing_max_tokens_and_temperature_gets_what_it_takes() {
+    // Worded as OpenAI's reasoning models word these refusals.
+    let server = StandIn::start_replies(|_, s| {
+        if s.body.get("max_tokens").is_some() {
+            return Reply::json(
+                400,
+                &json!({"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", "param": "max_tokens"}}),
+            );
+        }
+        if s.body.get("temperature").is_some() {
+            return Reply::json(
+                400,
+                &json!({"error": {"message": "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is supported.", "param": "temperature"}}),
+            );
+        }
+        Reply::json(200, &completion("ok", None))
+    });
+    let model = chat(&server.base);
+    let req = request(Some(shape()), Duration::from_secs(10));
+    model.complete(&req).unwrap();
+    model.complete(&req).unwrap();
+    let got = seen(&server);
+    assert_eq!(got.len(), 4, "two refusals, then every call is taken");
+    for s in &got[2..] {
+        assert_eq!(s.body["max_completion_tokens"], 321);
+        assert!(s.body.get("max_tokens").is_none() && s.body.get("temperature").is_none());
+        assert_eq!(format_of(s).as_deref(), Some("json_schema"));
+    }
+}
+
+#[test]
 fn another_client_error_is_neither_retried_nor_taken_for_a_format_refusal() {
     let server = StandIn::start_replies(|_, _| {
         Reply::json(
