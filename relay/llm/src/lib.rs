@@ -12,10 +12,14 @@
 //! Every call is bounded: `max_tokens` and a wall-clock timeout per request. Text is sent as given: scrubbing what
 //! leaves the machine is the caller's job (`personkit-knowledge`), which uses [`ChatModel::endpoint`] to decide.
 
+pub mod config;
 pub mod json;
+pub mod openai;
 pub mod shape;
 pub mod structured;
 
+pub use config::{LlmConfig, LlmKind, open};
+pub use openai::OpenAiChat;
 pub use shape::Shape;
 pub use structured::{Structured, structured, structured_with};
 
@@ -68,6 +72,13 @@ pub enum LlmError {
     Inference(String),
     #[error("model endpoint {url}: {message}")]
     Http { url: String, message: String },
+    /// The endpoint answered with a client error (a bad key, an unknown model or path): asking again will not help.
+    #[error("model endpoint {url} refused the request: HTTP {status}: {message}")]
+    Refused {
+        url: String,
+        status: u16,
+        message: String,
+    },
     #[error("the model did not answer within {0:?}")]
     Timeout(Duration),
     #[error("the answer is not usable JSON of the requested shape: {0}")]
@@ -86,6 +97,7 @@ impl LlmError {
             LlmError::Model { .. } => "llm_model",
             LlmError::Inference(_) => "llm_inference",
             LlmError::Http { .. } => "llm_http",
+            LlmError::Refused { .. } => "llm_refused",
             LlmError::Timeout(_) => "llm_timeout",
             LlmError::Unparseable(_) => "llm_unparseable",
             LlmError::TooLong { .. } => "llm_too_long",
@@ -104,6 +116,15 @@ impl LlmError {
             }
             LlmError::Http { .. } | LlmError::Timeout(_) => {
                 "check that the model server is running and reachable, or raise [llm] timeout_ms"
+            }
+            LlmError::Refused {
+                status: 401 | 403, ..
+            } => "set [llm] api_key (or PERSONKIT_LLM_API_KEY) to a key this endpoint accepts",
+            LlmError::Refused { status: 404, .. } => {
+                "check [llm] base_url and model: the endpoint knows no such path or model"
+            }
+            LlmError::Refused { .. } => {
+                "check [llm] base_url and model; the message says what the endpoint did not accept"
             }
             LlmError::TooLong { .. } => {
                 "lower [knowledge] window_tokens or use a model with a longer context"

@@ -926,7 +926,7 @@ pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
     (dir, db)
 }
 
-pub use standin::{Seen, StandIn, fake_vector, model_dir, non_loopback_ip};
+pub use standin::{Reply, Seen, StandIn, fake_vector, model_dir, non_loopback_ip};
 
 /// The workspace's root folder (where `Cargo.toml`, `.venv` and `target/` are).
 pub fn workspace_root() -> PathBuf {

@@ -36,6 +36,53 @@ pub struct Seen {
     pub body: serde_json::Value,
 }
 
+/// What the stand-in answers one request with.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    /// Headers besides `Content-Type`, `Content-Length` and `Connection`.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    pub content_type: String,
+    /// How long the server waits before it answers (a slow server). The server answers one request at a time, so
+    /// a delay also holds up the requests after it.
+    pub delay: std::time::Duration,
+}
+
+impl Reply {
+    /// A JSON answer with `status`.
+    pub fn json(status: u16, body: &serde_json::Value) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: body.to_string(),
+            content_type: "application/json".into(),
+            delay: std::time::Duration::ZERO,
+        }
+    }
+
+    /// A plain-text answer with `status`.
+    pub fn text(status: u16, body: &str) -> Reply {
+        Reply {
+            content_type: "text/plain".into(),
+            body: body.to_owned(),
+            ..Reply::json(status, &serde_json::Value::Null)
+        }
+    }
+
+    /// The same answer with one more header.
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// The same answer, sent after `delay`.
+    pub fn after(mut self, delay: std::time::Duration) -> Reply {
+        self.delay = delay;
+        self
+    }
+}
+
 /// A loopback HTTP server answering every request with `answer(path, body) -> (status, json)`. It stands in for
 /// the OpenAI and Vertex embedding APIs in tests; it is NOT those services.
 #[derive(Debug)]
@@ -56,6 +103,31 @@ impl StandIn {
     pub fn start_on<F>(ip: std::net::IpAddr, answer: F) -> StandIn
     where
         F: Fn(&str, &serde_json::Value) -> (u16, serde_json::Value) + Send + Sync + 'static,
+    {
+        Self::serve(ip, move |seen| {
+            let (status, out) = answer(&seen.path, &seen.body);
+            Reply::json(status, &out)
+        })
+    }
+
+    /// A loopback server answering each request with a full [`Reply`] (status, headers, delay), given the request
+    /// and how many came before it.
+    pub fn start_replies<F>(answer: F) -> StandIn
+    where
+        F: Fn(usize, &Seen) -> Reply + Send + Sync + 'static,
+    {
+        let count = std::sync::atomic::AtomicUsize::new(0);
+        Self::serve(std::net::Ipv4Addr::LOCALHOST.into(), move |seen| {
+            answer(
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+                seen,
+            )
+        })
+    }
+
+    fn serve<F>(ip: std::net::IpAddr, answer: F) -> StandIn
+    where
+        F: Fn(&Seen) -> Reply + Send + Sync + 'static,
     {
         let listener = TcpListener::bind((ip, 0)).unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -94,19 +166,25 @@ impl StandIn {
                 reader.read_exact(&mut body).ok();
                 let body: serde_json::Value =
                     serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-                let (status, out) = answer(&path, &body);
-                log.lock().unwrap().push(Seen {
+                let request = Seen {
                     method,
                     path,
                     authorization: auth,
                     body,
-                });
-                let out = out.to_string();
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}",
-                    out.len()
+                };
+                let reply = answer(&request);
+                log.lock().unwrap().push(request);
+                std::thread::sleep(reply.delay);
+                let mut head = format!(
+                    "HTTP/1.1 {} X\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+                    reply.status,
+                    reply.content_type,
+                    reply.body.len()
                 );
+                for (k, v) in &reply.headers {
+                    head.push_str(&format!("{k}: {v}\r\n"));
+                }
+                let _ = write!(stream, "{head}\r\n{}", reply.body);
             }
         });
         StandIn { base, seen }
