@@ -317,7 +317,12 @@ impl Pass<'_> {
                 Ok(found) => candidates.extend(found),
                 Err(e) => {
                     self.report.extract_failures += 1;
-                    let stop = e.transient() || matches!(e, LlmError::NotConfigured(_));
+                    // An answer this window's call could not use is the window's; anything else (the server is
+                    // gone, refuses us, or is not configured) would fail every window: stop and retry next time.
+                    let stop = !matches!(
+                        e,
+                        LlmError::Unparseable(_) | LlmError::TooLong { .. } | LlmError::Inference(_)
+                    );
                     self.alert(format!("extraction failed: {e}"), e.hint())?;
                     self.report.kept_per_window.push(0);
                     return Ok(stop.then(|| e.to_string()));

@@ -385,3 +385,27 @@ fn forgetting_removes_entries_drawn_only_from_the_thread_and_marks_the_others() 
     let about_a: Vec<Value> = c.db.read(|conn| rows::audit_log(conn, None, 1000)).unwrap().into_iter().filter(|r| r.detail.to_string().contains("lockfile")).map(|r| r.detail).collect();
     assert!(about_a.is_empty(), "audit rows about the forgotten turns keep no content: {about_a:?}");
 }
+
+#[test]
+fn a_window_longer_than_one_call_is_read_in_parts_and_reduced_to_at_most_eight() {
+    let long: Vec<String> = (0..12)
+        .map(|i| format!("Point {i}: {}", "I prefer explicit error types over strings because callers must branch on them. ".repeat(6)))
+        .collect();
+    let turns: Vec<&str> = long.iter().map(String::as_str).collect();
+    let c = corpus(&[("a", &turns)]);
+    let model = Scripted::new(|st, req, _| match st {
+        "extract" => Ok(entries(TOPICS[..5].iter().map(|t| entry(t, &format!("Always {t}, without exception"), &[1])).collect())),
+        "reduce" => {
+            assert!(req.user.lines().filter(|l| l.starts_with('{')).count() > 8, "the reduce step reads every part's candidates");
+            Ok(entries(TOPICS.iter().map(|t| entry(t, &format!("Always {t}, merged"), &[1, 2])).collect()))
+        }
+        _ => Ok(keep_all(req)),
+    });
+    let s = Settings { window_tokens: 400, ..settings() };
+    let r = run_once(&c.db, &model, &s, &c.clock, &mut |_| {}).unwrap();
+    assert_eq!((r.windows, r.split_windows), (1, 1));
+    assert!(model.calls("extract") >= 2, "read in parts");
+    assert_eq!(model.calls("reduce"), 1);
+    assert!(r.kept_per_window[0] <= 8 && r.kept_per_window[0] > 0, "{:?}", r.kept_per_window);
+    assert_eq!(r.dropped_over_cap, 4, "the reduce step returned 12; the cap holds");
+}

@@ -85,6 +85,9 @@ pub struct LlmConfig {
     /// Where the settings came from, for `corpus health`.
     #[serde(skip)]
     pub source: String,
+    /// The config file read, if any (other sections of it — `[knowledge]` — are read from the same file).
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 impl Default for LlmConfig {
@@ -101,6 +104,7 @@ impl Default for LlmConfig {
             context_tokens: None,
             threads: None,
             source: "default".into(),
+            file: None,
         }
     }
 }
@@ -221,6 +225,7 @@ impl LlmConfig {
             (None, true) => "environment".into(),
             (None, false) => "default".into(),
         };
+        cfg.file = file;
         Ok(cfg)
     }
 
