@@ -313,7 +313,8 @@ impl Pseudonymiser {
 
     /// `text` with every pseudonym the map knows replaced by its real name. Hex digits may be in either case; a
     /// pseudonym followed by more hex digits (`Person_A3F2ed`) is read as the longest one the map knows. Unknown
-    /// pseudonyms stay as they are.
+    /// pseudonyms stay as they are, and so does one glued to a preceding letter (`xPerson_A3F2`), where
+    /// `pseudonymise` never writes one.
     pub fn reidentify(&self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());
         let mut last = 0;
@@ -325,7 +326,7 @@ impl Pseudonymiser {
             let boundary = text[..at]
                 .chars()
                 .next_back()
-                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+                .is_none_or(|c| !is_word_char(c));
             if !boundary {
                 continue;
             }
@@ -1400,6 +1401,13 @@ mod tests {
                 ps[1]
             )
         );
+        // After a digit or a non-letter symbol, as `pseudonymise` may write it (found by the property test below).
+        let mut q = with_names(&["Ana"]);
+        for text in ["id1Ana", "²Ana\u{e000}", "x_Ana"] {
+            let out = q.pseudonymise(text);
+            assert!(!out.text.contains("Ana"), "{text:?} → {:?}", out.text);
+            assert_eq!(q.reidentify(&out.text), text);
+        }
         // A pseudonym followed by more hex letters is read as the longest known one.
         assert_eq!(p.reidentify(&format!("{}ed it", ps[0])), "Sofia Rossied it");
     }
