@@ -4,6 +4,8 @@
 //! the extension's capture core (`capture`); and the parsers of what the chat sites' pages receive over the network
 //! (`network`).
 //! How a turn's parts become its text, and how that text is read back, is written once, in `turn_text`.
+//! What is taken out of text before it leaves the machine: `scrub` (e-mails, phones, amounts) and `pseudonym`
+//! (those plus secrets, and people's names as keyed `Person_XXXX` pseudonyms, read back by `reidentify`).
 //!
 //! It is not a server and not a browser binding: no tokio, no SQL, no JS types. It must build for
 //! `wasm32-unknown-unknown` (`cargo check -p personkit-shared --target wasm32-unknown-unknown` runs in CI).
@@ -13,6 +15,7 @@ pub mod health;
 pub mod identity;
 pub mod ids;
 pub mod network;
+pub mod pseudonym;
 pub mod scrub;
 pub mod time;
 pub mod turn_text;
