@@ -61,6 +61,10 @@ pub enum Command {
     /// Read the transcripts of local AI tools (Claude Code, Codex CLI, Gemini CLI, Aider, Continue), each
     /// opt-in: `harvest list`, `harvest enable <name>`, `harvest --once`.
     Harvest(cmd::harvest::HarvestArgs),
+    /// What the knowledge pipeline drew from the turns, and your decisions on it: `knowledge run --once`,
+    /// `knowledge list`, `knowledge approve <id>`, `knowledge reject <id>`, `knowledge audit`.
+    #[command(subcommand)]
+    Knowledge(cmd::knowledge::KnowledgeCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -134,6 +138,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import(a) => cmd::import::run(a),
         Command::Sync(c) => cmd::sync::run(c),
         Command::Harvest(a) => cmd::harvest::run(a),
+        Command::Knowledge(c) => cmd::knowledge::run(c),
         Command::Corpus(CorpusCommand::Snapshot(a)) => archive::snapshot(a),
         Command::Corpus(CorpusCommand::Restore(a)) => archive::restore(a),
     }

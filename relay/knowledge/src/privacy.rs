@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use personkit_embed::ScrubMode;
 use personkit_embed::scrub::Decision;
-use interim::{Options, Pseudonymiser};
+use personkit_shared::pseudonym::{Mapping, MapError, Options, Pseudonymiser};
 
-/// The scrubbing of one run's calls.
+/// The scrubbing of one run's calls. `Debug` shows the decision and counts, never the key or the map.
 pub struct Privacy {
     decision: Decision,
     pseudonymiser: Pseudonymiser,
@@ -29,13 +29,16 @@ impl Privacy {
         map: Vec<(String, String)>,
         names: bool,
         user_names: Vec<String>,
-    ) -> Privacy {
-        Privacy {
+    ) -> Result<Privacy, MapError> {
+        let known = map
+            .into_iter()
+            .map(|(pseudonym, real)| Mapping { pseudonym, real });
+        Ok(Privacy {
             decision: Decision::of(mode, endpoint),
-            pseudonymiser: Pseudonymiser::new(key, map, Options { names, user_names }),
+            pseudonymiser: Pseudonymiser::new(key, known, Options { names, user_names })?,
             replaced: BTreeMap::new(),
             new_names: Vec::new(),
-        }
+        })
     }
 
     /// Whether text is scrubbed before it is sent.
@@ -64,8 +67,17 @@ impl Privacy {
             return text.to_owned();
         }
         let s = self.pseudonymiser.pseudonymise(text);
-        for (kind, n) in s.counts {
-            *self.replaced.entry(kind).or_default() += n;
+        let c = &s.counts;
+        for (kind, n) in [
+            ("email", c.email),
+            ("phone", c.phone),
+            ("amount", c.amount),
+            ("secret", c.secret),
+            ("name", c.name),
+        ] {
+            if n > 0 {
+                *self.replaced.entry(kind.to_owned()).or_default() += n as u64;
+            }
         }
         self.new_names.extend(s.new.into_iter().map(|m| (m.pseudonym, m.real)));
         s.text
@@ -80,35 +92,12 @@ impl Privacy {
     }
 }
 
-/// Until the shared pseudonymiser lands: secrets, e-mails, phones and amounts only.
-mod interim {
-    pub struct Options {
-        pub names: bool,
-        pub user_names: Vec<String>,
-    }
-    pub struct Mapping {
-        pub pseudonym: String,
-        pub real: String,
-    }
-    pub struct Scrubbed {
-        pub text: String,
-        pub counts: Vec<(String, u64)>,
-        pub new: Vec<Mapping>,
-    }
-    pub struct Pseudonymiser;
-    impl Pseudonymiser {
-        pub fn new(_key: [u8; 32], _map: Vec<(String, String)>, _o: Options) -> Self {
-            Pseudonymiser
-        }
-        pub fn pseudonymise(&mut self, text: &str) -> Scrubbed {
-            Scrubbed {
-                text: personkit_shared::scrub::scrub_personal(text),
-                counts: Vec::new(),
-                new: Vec::new(),
-            }
-        }
-        pub fn reidentify(&self, text: &str) -> String {
-            text.to_owned()
-        }
+
+impl std::fmt::Debug for Privacy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Privacy")
+            .field("decision", &self.decision)
+            .field("replaced", &self.replaced)
+            .finish_non_exhaustive()
     }
 }

@@ -99,7 +99,8 @@ pub fn run_once(
         map,
         settings.names,
         settings.user_names.clone(),
-    );
+    )
+    .map_err(|e| KnowledgeError::Config(format!("the stored pseudonym map is unusable: {e}")))?;
     let budget = settings
         .window_tokens
         .min(

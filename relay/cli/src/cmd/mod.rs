@@ -5,6 +5,7 @@ pub mod corpus;
 pub mod devices;
 pub mod harvest;
 pub mod import;
+pub mod knowledge;
 pub mod mcp;
 pub mod model;
 pub mod open;

@@ -1,0 +1,204 @@
+//! `personkit knowledge` end to end on the real binary and a real corpus file: what a remote model receives
+//! (a loopback HTTP server stands in for a cloud model API, which cannot be reached from here, and is configured
+//! as remote with `scrub = "on"`), pending until approved, the audit log, and the pipeline off without a model.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use personkit_shared::wire::{ClientInfo, Role, build_observation};
+use personkit_store::ingest::{Origin, ingest_observations};
+use personkit_testkit::{Reply, Seen, StandIn, cli, cli_json, temp_db};
+
+/// What the user said: every kind of detail that must not leave the machine.
+const SECRET_KEY: &str = "sk-proj4f9QeT7xLmN2pR8sVw3Yz";
+const TURNS: &[&str] = &[
+    "I told Ana García we never ship on Fridays: write to ana.garcia@example.org or call +44 20 7946 0958. \
+     The deal is worth $2.4M and my key is sk-proj4f9QeT7xLmN2pR8sVw3Yz.",
+    "Understood. Avoiding Friday releases leaves a working day to fix what breaks.",
+    "Right — Ana agreed: a Friday release once cost us a whole weekend of rollbacks.",
+    "That is a sound rule.",
+];
+const RAW: &[&str] = &[
+    "Ana",
+    "García",
+    "ana.garcia@example.org",
+    "7946",
+    "2.4M",
+    SECRET_KEY,
+];
+
+fn seed(db: &Path) {
+    let mut conn = personkit_store::db::open(db).unwrap();
+    let client = ClientInfo {
+        app_version: "0.1.0".into(),
+        device_id: "ext".into(),
+    };
+    let obs: Vec<_> = TURNS
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            build_observation(
+                "browser-ext:chatgpt",
+                "release-rules",
+                role,
+                t,
+                Some(i as u32),
+                None,
+                &format!("2026-11-20T09:0{i}:00Z"),
+                client.clone(),
+            )
+        })
+        .collect();
+    ingest_observations(
+        &mut conn,
+        &Origin {
+            device_id: "d".into(),
+        },
+        &obs,
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+}
+
+/// An OpenAI-compatible answer with `content`.
+fn completion(content: &str) -> Reply {
+    Reply::json(
+        200,
+        &json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 20}}),
+    )
+}
+
+fn messages_text(s: &Seen) -> String {
+    s.body["messages"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|x| x["content"].as_str()).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default()
+}
+
+/// Extracts one entry that names the person as the request named them (a pseudonym or the real name), and keeps
+/// everything the judge is shown.
+fn model_server() -> StandIn {
+    StandIn::start_replies(|_, seen| {
+        let text = messages_text(seen);
+        if text.contains("You check candidate") {
+            let n = text.lines().filter(|l| l.split_once(". {").is_some()).count().max(1);
+            let verdicts: Vec<Value> = (1..=n)
+                .map(|i| json!({"entry": i, "keep": true, "grounded": true, "distinctive": true}))
+                .collect();
+            return completion(&json!({ "verdicts": verdicts }).to_string());
+        }
+        let person = text
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .find(|w| w.starts_with("Person_"))
+            .unwrap_or("Ana García")
+            .to_owned();
+        let entry = json!({"type": "standard", "topic": "release timing",
+            "position": format!("Never ship on a Friday, as agreed with {person}"),
+            "reasoning": "A Friday release once cost a whole weekend of rollbacks; a working day after a release leaves time to fix it",
+            "context": "", "confidence": "high", "stability": "durable", "tags": ["releases"], "sources": [1, 3]});
+        completion(&format!("Here you go:\n```json\n{}\n```", json!({ "entries": [entry] })))
+    })
+}
+
+fn configure(db: &Path, base: &str, scrub: &str) {
+    let cfg = format!(
+        "[llm]\nkind = \"openai\"\nbase_url = \"{base}\"\nmodel = \"stand-in\"\ntimeout_ms = 20000\n\n[knowledge]\nscrub = \"{scrub}\"\n"
+    );
+    std::fs::write(db.parent().unwrap().join("config.toml"), cfg).unwrap();
+}
+
+#[test]
+fn a_remote_model_sees_only_scrubbed_text_and_the_names_come_back_in_what_is_stored() {
+    let (_dir, db) = temp_db();
+    seed(&db);
+    let server = model_server();
+    configure(&db, &server.base, "on");
+    let report = cli_json(&db, &["knowledge", "run", "--once", "--json"]);
+    assert_eq!(report["sent_as"], "scrubbed", "{report}");
+    assert_eq!(report["new_entries"], 1, "{report}");
+    let seen = server.seen.lock().unwrap().clone();
+    assert!(seen.len() >= 2, "an extraction and a judge call");
+    for s in &seen {
+        let text = messages_text(s);
+        for raw in RAW {
+            assert!(!text.contains(raw), "{raw:?} reached the remote model:\n{text}");
+        }
+        assert!(text.contains("[EMAIL]") || text.contains("You check candidate"), "{text}");
+    }
+    let first = messages_text(&seen[0]);
+    for placeholder in ["[EMAIL]", "[PHONE]", "[AMOUNT]", "Person_"] {
+        assert!(first.contains(placeholder), "{placeholder} missing:\n{first}");
+    }
+    let pending = cli_json(&db, &["knowledge", "list", "--json"]);
+    let e = &pending[0];
+    assert_eq!(e["status"], "pending");
+    assert!(
+        e["position"].as_str().unwrap().contains("Ana García"),
+        "the pseudonym is put back before storing: {e}"
+    );
+    assert_eq!(e["sources"].as_array().unwrap().len(), 2);
+    // The audit log says where each call went and that it was scrubbed, with what was replaced.
+    let calls = cli_json(&db, &["knowledge", "audit", "--kind", "call", "--json"]);
+    for c in calls.as_array().unwrap() {
+        assert_eq!(c["detail"]["sent_as"], "scrubbed");
+        assert!(c["detail"]["endpoint"].as_str().unwrap().starts_with(&server.base));
+    }
+    let replaced = &calls[0]["detail"]["replaced"];
+    for kind in ["email", "phone", "amount", "secret", "name"] {
+        assert!(replaced[kind].as_u64().unwrap_or(0) > 0, "{kind}: {replaced}");
+    }
+}
+
+#[test]
+fn with_scrubbing_turned_off_explicitly_the_remote_model_sees_the_text_as_stored() {
+    let (_dir, db) = temp_db();
+    seed(&db);
+    let server = model_server();
+    configure(&db, &server.base, "off");
+    let report = cli_json(&db, &["knowledge", "run", "--once", "--json"]);
+    assert_eq!(report["sent_as"], "unscrubbed");
+    let first = messages_text(&server.seen.lock().unwrap()[0]);
+    for raw in RAW {
+        assert!(first.contains(raw), "{raw:?} should arrive as stored");
+    }
+}
+
+#[test]
+fn entries_wait_for_the_users_decision_and_every_decision_is_audited() {
+    let (_dir, db) = temp_db();
+    seed(&db);
+    let server = model_server();
+    configure(&db, &server.base, "auto");
+    let report = cli_json(&db, &["knowledge", "run", "--once", "--json"]);
+    assert_eq!(report["sent_as"], "loopback", "a loopback server gets the text as stored under auto");
+    let id = cli_json(&db, &["knowledge", "list", "--json"])[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(cli_json(&db, &["knowledge", "list", "--status", "approved", "--json"]), json!([]));
+    let out = cli(&db, &["knowledge", "approve", &id[..8]]);
+    assert!(out.status.success(), "{}", out.stderr);
+    let approved = cli_json(&db, &["knowledge", "list", "--status", "approved", "--json"]);
+    assert_eq!(approved[0]["id"], id.as_str());
+    assert_eq!(approved[0]["decided_by"], "cli");
+    let out = cli(&db, &["knowledge", "reject", "no-such-entry"]);
+    assert!(!out.status.success());
+    assert!(out.stderr.contains("knowledge list"), "{}", out.stderr);
+    let log = cli_json(&db, &["knowledge", "audit", "--kind", "approval", "--json"]);
+    assert_eq!(log[0]["detail"]["entry"], id.as_str());
+    // A second pass has nothing new to read and sends nothing.
+    let before = server.seen.lock().unwrap().len();
+    let again = cli_json(&db, &["knowledge", "run", "--once", "--json"]);
+    assert_eq!((again["turns"].as_u64(), server.seen.lock().unwrap().len()), (Some(0), before));
+}
+
+#[test]
+fn without_a_model_the_pipeline_is_off_and_says_how_to_turn_it_on() {
+    let (_dir, db) = temp_db();
+    seed(&db);
+    let out = cli(&db, &["knowledge", "run", "--once"]);
+    assert!(!out.status.success());
+    assert!(out.stderr.contains("no language model is configured"), "{}", out.stderr);
+    assert!(out.stderr.contains("[llm]"), "{}", out.stderr);
+}
