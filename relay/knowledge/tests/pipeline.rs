@@ -388,8 +388,9 @@ fn forgetting_removes_entries_drawn_only_from_the_thread_and_marks_the_others() 
 
 #[test]
 fn a_window_longer_than_one_call_is_read_in_parts_and_reduced_to_at_most_eight() {
-    let long: Vec<String> = (0..12)
-        .map(|i| format!("Point {i}: {}", "I prefer explicit error types over strings because callers must branch on them. ".repeat(6)))
+    // Six turns (too few to cut at a time gap) whose three user turns alone are over the budget.
+    let long: Vec<String> = (0..6)
+        .map(|i| format!("Point {i}: {}", "I prefer explicit error types over strings because callers must branch on them. ".repeat(12)))
         .collect();
     let turns: Vec<&str> = long.iter().map(String::as_str).collect();
     let c = corpus(&[("a", &turns)]);
