@@ -148,9 +148,11 @@ async fn exercise(client: &Client) {
         names,
         [
             "corpus_health",
+            "get_knowledge",
             "get_message",
             "get_thread",
             "list_threads",
+            "propose_knowledge",
             "search"
         ]
     );
@@ -161,9 +163,12 @@ async fn exercise(client: &Client) {
             "{} terse description",
             t.name
         );
+        // Every tool reads only, but the one that files a proposal for the user to decide on.
         assert_eq!(
             t.annotations.as_ref().and_then(|a| a.read_only_hint),
-            Some(true)
+            Some(t.name != "propose_knowledge"),
+            "{}",
+            t.name
         );
     }
     let search = tools.iter().find(|t| t.name == "search").unwrap();
@@ -1085,4 +1090,96 @@ fn agents_add_prints_the_running_relays_own_mcp_address() {
     assert!(out.stdout.contains("personkit serve"), "{}", out.stdout);
     let json = personkit_testkit::cli_json(&db, &["agents", "add", "later2", "--json"]);
     assert_eq!(json["mcp_url"], Value::Null, "{json}");
+}
+
+/// A pending entry, written straight into the corpus as the pipeline would.
+fn pending_entry(db: &std::path::Path, topic: &str, position: &str, message_id: &str, thread_id: &str) -> String {
+    let conn = personkit_store::db::open(db).unwrap();
+    personkit_store::knowledge::insert(
+        &conn,
+        &personkit_store::knowledge::NewEntry {
+            kind: "decision".into(),
+            topic: topic.into(),
+            position: position.into(),
+            reasoning: "The migration plan showed the old store could not keep up with the write load".into(),
+            confidence: "high".into(),
+            stability: "stable".into(),
+            origin: "pipeline".into(),
+            sources: vec![personkit_store::knowledge::Source {
+                message_id: message_id.into(),
+                thread_id: thread_id.into(),
+            }],
+            ..Default::default()
+        },
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn knowledge_reaches_agents_only_once_approved_and_their_proposals_wait_for_the_user() {
+    let (_dir, db) = temp_db();
+    // Two proposals an hour per agent, so the limit can be seen.
+    std::fs::write(db.parent().unwrap().join("config.toml"), "[knowledge]\nproposals_per_hour = 2\n").unwrap();
+    let (_d2, relay, token) = {
+        let relay = Relay::start(&db, &[]);
+        let token = relay.pair_printed("laptop");
+        let items = vec![
+            turn_at(GPT, "pg", Role::User, "Should we move the events store to Postgres?", Some(0), None, &at(0)),
+            turn_at(GPT, "pg", Role::Assistant, "Yes: the write load outgrew SQLite's single writer.", Some(1), None, &at(1)),
+        ];
+        let r = relay.http.send_batch(&token, &items);
+        assert_eq!(r["stored"], 2, "{r}");
+        (tempfile::tempdir().unwrap(), relay, token)
+    };
+    let _ = token;
+    let messages = relay.cli_json(&["corpus", "messages", "--json"]);
+    let first = &messages.as_array().map(|a| a[0].clone()).unwrap_or_else(|| messages["messages"][0].clone());
+    let (mid, tid) = (first["id"].as_str().unwrap().to_owned(), first["thread_id"].as_str().unwrap().to_owned());
+    let approved = pending_entry(&relay.db, "events store", "Move the events store to Postgres", &mid, &tid);
+    pending_entry(&relay.db, "events store backups", "Back the events store up hourly", &mid, &tid);
+    let out = relay.cli(&["knowledge", "approve", &approved]);
+    assert!(out.status.success(), "{}", out.stderr);
+    let agent_token = relay.cli_json(&["agents", "add", "claude-code", "--json"])["token"].as_str().unwrap().to_owned();
+    let rt = rt();
+    rt.block_on(async {
+        let transport = StreamableHttpClientTransport::from_config(http_client_config(&relay, &agent_token));
+        let client = ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize).await.unwrap();
+        let k = ok(&call(&client, "get_knowledge", json!({"query": "events store"})).await);
+        let ids: Vec<&str> = k["entries"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, [approved.as_str()], "only the approved entry reaches an agent");
+        assert_eq!(k["entries"][0]["sources"], json!([mid]));
+        let s = ok(&call(&client, "search", json!({"query": "events store", "knowledge": true})).await);
+        let ids: Vec<&str> = s["knowledge"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, [approved.as_str()]);
+        let plain = ok(&call(&client, "search", json!({"query": "events store"})).await);
+        assert!(plain.get("knowledge").is_none(), "knowledge only when asked for");
+
+        let proposal = json!({"type": "standard", "topic": "database choice",
+            "position": "Prefer Postgres once writes outgrow one writer",
+            "reasoning": "A single SQLite writer became the bottleneck for the events store under load",
+            "sources": [mid], "reason": "The user chose Postgres for this reason in the pg thread"});
+        let filed = ok(&call(&client, "propose_knowledge", proposal.clone()).await);
+        assert_eq!(filed["outcome"], "pending");
+        let k = ok(&call(&client, "get_knowledge", json!({"query": "database choice"})).await);
+        assert_eq!(k["entries"], json!([]), "a proposal is not knowledge until the user approves it");
+        let mut unknown = proposal.clone();
+        unknown["sources"] = json!(["no-such-message"]);
+        tool_error(&call(&client, "propose_knowledge", unknown).await, "sources_unknown");
+        let mut vague = proposal.clone();
+        vague["topic"] = json!("testing");
+        vague["reasoning"] = json!("It's important.");
+        tool_error(&call(&client, "propose_knowledge", vague).await, "proposal_invalid");
+        let mut second = proposal.clone();
+        second["topic"] = json!("code review");
+        second["position"] = json!("Every change gets a second pair of eyes");
+        ok(&call(&client, "propose_knowledge", second.clone()).await);
+        second["topic"] = json!("release timing");
+        tool_error(&call(&client, "propose_knowledge", second).await, "rate_limited");
+        client.cancel().await.unwrap();
+    });
+    let pending = relay.cli_json(&["knowledge", "list", "--json"]);
+    let by_agent: Vec<&Value> = pending.as_array().unwrap().iter().filter(|e| e["origin"] == "agent:claude-code").collect();
+    assert_eq!(by_agent.len(), 2, "{pending}");
+    assert!(by_agent.iter().all(|e| e["reason"].as_str().unwrap().contains("pg thread")));
 }

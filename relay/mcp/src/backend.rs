@@ -54,6 +54,8 @@ pub struct Backend {
     pub indexes: Indexes,
     pub embedder: SharedEmbedder,
     pub clock: Clock,
+    /// Where agents' knowledge proposals are filed; `None`: the tool says proposals are not taken.
+    pub proposals: Option<crate::knowledge::Proposals>,
 }
 
 /// A failed read, as the tools report it.
@@ -77,7 +79,14 @@ impl Backend {
             indexes,
             embedder,
             clock,
+            proposals: None,
         }
+    }
+
+    /// Takes agents' knowledge proposals through `p`.
+    pub fn with_proposals(mut self, p: crate::knowledge::Proposals) -> Backend {
+        self.proposals = Some(p);
+        self
     }
 
     /// Runs `f` on a reader on a blocking thread, within [`READ_BUDGET`]; the read stops early when the call is

@@ -1,7 +1,8 @@
 //! `personkit-mcp`: the relay's MCP server, so the user's own agents (Claude Desktop, Claude Code, any MCP
 //! client) can use the history. Tools ([`tools`]): `search` (the hybrid query of `personkit-search`),
-//! `list_threads`, `get_thread`, `get_message` (the read layer of `personkit_store::read`) and `corpus_health`.
-//! Every tool is read-only: the server never writes the corpus. Answers carry structured content with an output
+//! `list_threads`, `get_thread`, `get_message` (the read layer of `personkit_store::read`), `corpus_health`, and
+//! the knowledge tools ([`knowledge`]): `get_knowledge` (approved entries only) and `propose_knowledge`. Every
+//! tool but `propose_knowledge` is read-only; that one files a pending entry the user decides on, never more. Answers carry structured content with an output
 //! schema and a short text form, and stay within a character budget ([`budget`]).
 //!
 //! Two transports over one handler: stdio ([`serve_stdio`], run by `personkit mcp` on a read-only connection)
@@ -16,6 +17,7 @@
 pub mod backend;
 pub mod budget;
 pub mod jsonrpc;
+pub mod knowledge;
 pub mod stdio;
 pub mod tools;
 
@@ -25,6 +27,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use backend::{Backend, ReadAccess, SingleReader};
+pub use knowledge::{Caller, Proposals};
 pub use tools::Personkit;
 
 /// The HTTP service type `personkit-server` mounts.

@@ -52,6 +52,8 @@ pub struct SearchArgs {
     pub format: Option<Format>,
     /// Answer size cap in characters (1000-200000, default 20000).
     pub max_chars: Option<u32>,
+    /// Also return the user's approved knowledge entries matching the query (at most 5).
+    pub knowledge: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -144,6 +146,9 @@ pub struct SearchOutput {
     pub compact: Option<compact::Compact>,
     /// Hits were left off to stay within max_chars.
     pub truncated: bool,
+    /// Approved knowledge entries matching the query (when asked for with `knowledge: true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<Vec<crate::knowledge::KnowledgeEntry>>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -182,16 +187,16 @@ pub struct MessageOutput {
 /// What `corpus_health` answers: the store's one health report, the same figures `personkit corpus health` shows.
 pub type HealthOutput = read::corpus::HealthReport;
 
-fn args<T: DeserializeOwned>(raw: JsonObject) -> Result<T, String> {
+pub(crate) fn args<T: DeserializeOwned>(raw: JsonObject) -> Result<T, String> {
     serde_json::from_value(serde_json::Value::Object(raw))
         .map_err(|e| format!("bad arguments: {e}. See the tool's input schema."))
 }
 
-fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+pub(crate) fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     schema_for_input::<T>().unwrap_or_else(|_| schema_for_empty_input())
 }
 
-fn answer<T: Serialize>(text: String, out: &T) -> Result<CallToolResult, String> {
+pub(crate) fn answer<T: Serialize>(text: String, out: &T) -> Result<CallToolResult, String> {
     let value =
         serde_json::to_value(out).map_err(|e| format!("the answer could not be encoded: {e}"))?;
     let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -199,7 +204,7 @@ fn answer<T: Serialize>(text: String, out: &T) -> Result<CallToolResult, String>
     Ok(r)
 }
 
-fn fail(tool: &str, f: Fail) -> String {
+pub(crate) fn fail(tool: &str, f: Fail) -> String {
     match f {
         Fail::Caller(m) => m,
         Fail::Internal(m) => {
@@ -230,7 +235,7 @@ fn bound(s: Option<&str>, now: time::OffsetDateTime, name: &str) -> Result<Optio
 /// The MCP server: one per stdio session or HTTP request, over a shared [`Backend`].
 #[derive(Debug, Clone)]
 pub struct Personkit {
-    backend: Backend,
+    pub(crate) backend: Backend,
     tool_router: ToolRouter<Personkit>,
 }
 
@@ -242,7 +247,7 @@ impl Personkit {
     pub fn new(backend: Backend) -> Personkit {
         Personkit {
             backend,
-            tool_router: Self::tool_router(),
+            tool_router: Self::tool_router() + Self::knowledge_router(),
         }
     }
 
@@ -267,7 +272,9 @@ impl Personkit {
             return Err("query is empty: give words or a question".into());
         }
         let format = a.format.unwrap_or_default();
-        let out = self
+        let with_knowledge = a.knowledge.unwrap_or(false);
+        let words = a.query.clone();
+        let (out, knowledge) = self
             .backend
             .read(move |conn, b| {
                 let thread = a
@@ -288,8 +295,12 @@ impl Personkit {
                     events: None,
                 };
                 let q = build_query(&params, b.clock.now()).map_err(search_fail)?;
-                personkit_search::query(conn, &b.indexes, b.embedder.as_deref(), &q)
-                    .map_err(search_fail)
+                let out = personkit_search::query(conn, &b.indexes, b.embedder.as_deref(), &q)
+                    .map_err(search_fail)?;
+                let knowledge = with_knowledge
+                    .then(|| crate::knowledge::approved(conn, Some(words), 5))
+                    .transpose()?;
+                Ok((out, knowledge))
             })
             .await
             .map_err(|f| fail("search", f))?;
@@ -349,6 +360,13 @@ impl Personkit {
             text.push('\n');
             text.push_str(l);
         }
+        if let Some(k) = &knowledge {
+            text.push_str(&format!("\n{} approved knowledge entries:", k.len()));
+            for e in k {
+                text.push('\n');
+                text.push_str(&crate::knowledge::entry_line(e));
+            }
+        }
         let result = SearchOutput {
             query: out.query,
             model: out.model,
@@ -376,6 +394,7 @@ impl Personkit {
                 ids,
             }),
             truncated,
+            knowledge,
         };
         answer(text, &result)
     }
@@ -696,7 +715,8 @@ impl ServerHandler for Personkit {
             .with_instructions(
                 "The user's own history of AI conversations (ChatGPT, Claude, Gemini, ... and local agents). \
                  Use search to find what was said, get_thread/get_message to read it, list_threads to browse, \
-                 corpus_health to check capture. Read-only.",
+                 corpus_health to check capture, get_knowledge for the positions the user approved. \
+                 propose_knowledge files a note for the user to approve; nothing else writes.",
             )
     }
 }

@@ -203,3 +203,12 @@ fn harvest_pass(path: &Path, schedule: &HarvestSchedule, clock: &personkit_store
         }
     }
 }
+
+/// The `[knowledge]` settings from the config file the `[llm]` settings come from (defaults when there is none or
+/// it cannot be read: a broken file is reported by `corpus health` and `knowledge run`).
+pub fn knowledge_settings(db_path: &Path) -> personkit_knowledge::Settings {
+    personkit_llm::LlmConfig::load(Some(db_path))
+        .ok()
+        .and_then(|c| personkit_knowledge::Settings::load(c.file.as_deref()).ok())
+        .unwrap_or_default()
+}

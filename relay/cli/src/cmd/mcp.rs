@@ -39,7 +39,12 @@ pub fn run(a: McpArgs) -> anyhow::Result<()> {
         indexes,
         embedder,
         Clock::system(),
-    );
+    )
+    .with_proposals(personkit_mcp::Proposals::lazy(
+        a.db.path(),
+        personkit_server::jobs::knowledge_settings(&a.db.path()),
+        Clock::system(),
+    ));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

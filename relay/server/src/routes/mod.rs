@@ -40,7 +40,12 @@ pub fn app(state: AppState) -> Router {
         state.indexes.clone(),
         state.embedder.clone(),
         state.clock.clone(),
-    );
+    )
+    .with_proposals(personkit_mcp::Proposals::over(
+        state.db.clone(),
+        crate::jobs::knowledge_settings(state.db.path()),
+        state.clock.clone(),
+    ));
     let mcp = Router::new()
         .route_service("/mcp", personkit_mcp::http_service(backend))
         .route_layer(middleware::from_fn_with_state(
@@ -223,6 +228,9 @@ async fn require_device(
             "send larger batches less often",
         ));
     }
+    // The MCP tools name an agent's proposals after its token.
+    req.extensions_mut()
+        .insert(personkit_mcp::Caller(device.name.clone()));
     req.extensions_mut().insert(AuthedDevice(device));
     Ok(next.run(req).await)
 }
