@@ -82,8 +82,16 @@ fn messages_text(s: &Seen) -> String {
 /// Extracts one entry that names the person as the request named them (a pseudonym or the real name), and keeps
 /// everything the judge is shown.
 fn model_server() -> StandIn {
-    StandIn::start_replies(|_, seen| {
+    StandIn::start_replies(|_, seen| answer(seen, false))
+}
+
+/// The stand-in's answer to `seen`; with `chatty_judge`, the judge answers in prose, not JSON.
+fn answer(seen: &Seen, chatty_judge: bool) -> Reply {
+    {
         let text = messages_text(seen);
+        if text.contains("You check candidate") && chatty_judge {
+            return completion("All of these look great to me!");
+        }
         if text.contains("You check candidate") {
             let n = text.lines().filter(|l| l.split_once(". {").is_some()).count().max(1);
             let verdicts: Vec<Value> = (1..=n)
@@ -101,7 +109,7 @@ fn model_server() -> StandIn {
             "reasoning": "A Friday release once cost a whole weekend of rollbacks; a working day after a release leaves time to fix it",
             "context": "", "confidence": "high", "stability": "durable", "tags": ["releases"], "sources": [1, 3]});
         completion(&format!("Here you go:\n```json\n{}\n```", json!({ "entries": [entry] })))
-    })
+    }
 }
 
 fn configure(db: &Path, base: &str, scrub: &str) {
@@ -201,4 +209,23 @@ fn without_a_model_the_pipeline_is_off_and_says_how_to_turn_it_on() {
     assert!(!out.status.success());
     assert!(out.stderr.contains("no language model is configured"), "{}", out.stderr);
     assert!(out.stderr.contains("[llm]"), "{}", out.stderr);
+    let health = cli_json(&db, &["corpus", "health", "--json"]);
+    assert_eq!(health["knowledge"]["pipeline"], "off", "{}", health["knowledge"]);
+    assert!(health["knowledge"]["model"].as_str().unwrap().contains("[llm]"));
+}
+
+#[test]
+fn a_judge_answering_nonsense_drops_the_batch_and_health_raises_the_alert() {
+    let (_dir, db) = temp_db();
+    seed(&db);
+    let server = StandIn::start_replies(|_, seen| answer(seen, true));
+    configure(&db, &server.base, "on");
+    let report = cli_json(&db, &["knowledge", "run", "--once", "--json"]);
+    assert_eq!((report["judge_failures"].as_u64(), report["new_entries"].as_u64()), (Some(1), Some(0)), "{report}");
+    assert_eq!(cli_json(&db, &["knowledge", "list", "--status", "all", "--json"]), json!([]));
+    let health = cli_json(&db, &["corpus", "health", "--json"]);
+    assert_eq!(health["knowledge"]["pipeline"], "on");
+    assert!(health["knowledge"]["alert"]["message"].as_str().unwrap().contains("judge failed"), "{}", health["knowledge"]);
+    let text = cli(&db, &["corpus", "health"]).stdout;
+    assert!(text.contains("ALERT knowledge"), "{text}");
 }

@@ -172,3 +172,59 @@ fn decode_key(hex: &str) -> Option<[u8; 32]> {
         .collect::<Option<_>>()?;
     bytes.try_into().ok()
 }
+
+/// What `corpus health` and the dashboard say about the pipeline.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Health {
+    /// `on` with a model configured; `off` (the default) without one.
+    pub pipeline: &'static str,
+    /// The configured model (`describe` of the `[llm]` settings), or why there is none.
+    pub model: String,
+    /// What happens to text on its way to the model.
+    pub scrubbing: String,
+    /// Local hour of the daily pass.
+    pub hour: u8,
+    pub entries: rows::Counts,
+    /// The last pass's report.
+    pub last_run: Option<serde_json::Value>,
+    /// The open alert (a judge that failed and dropped a batch, a model that did not answer).
+    pub alert: Option<serde_json::Value>,
+}
+
+/// The pipeline's health under `llm` (loaded by the caller; `Err` is a broken configuration, shown as such).
+pub fn health(
+    conn: &Connection,
+    llm: &Result<personkit_llm::LlmConfig, personkit_llm::LlmError>,
+) -> Result<Health, DbError> {
+    let json = |k: &str| -> Result<Option<serde_json::Value>, DbError> {
+        Ok(rows::state(conn, k)?.and_then(|s| serde_json::from_str(&s).ok()))
+    };
+    let (pipeline, model, settings, endpoint) = match llm {
+        Ok(c) if c.kind != personkit_llm::LlmKind::None => (
+            "on",
+            c.describe(),
+            Settings::load(c.file.as_deref()).unwrap_or_default(),
+            match c.kind {
+                personkit_llm::LlmKind::Openai => c.base_url.clone(),
+                _ => None,
+            },
+        ),
+        Ok(_) => (
+            "off",
+            "none configured: set [llm] in the config file to turn the knowledge pipeline on".to_owned(),
+            Settings::default(),
+            None,
+        ),
+        Err(e) => ("off", format!("configuration error: {e}"), Settings::default(), None),
+    };
+    let decision = personkit_embed::scrub::Decision::of(settings.scrub, endpoint.as_deref());
+    Ok(Health {
+        pipeline,
+        model,
+        scrubbing: decision.describe(endpoint.as_deref()),
+        hour: settings.hour,
+        entries: rows::counts(conn)?,
+        last_run: json("last_run")?,
+        alert: json("alert")?,
+    })
+}

@@ -89,11 +89,13 @@ pub fn health(a: JsonArgs) -> anyhow::Result<()> {
     };
     let warnings: Vec<_> = harvest.iter().flat_map(|s| s.warnings.clone()).collect();
     let only_copies: u64 = harvest.iter().map(|s| s.only_copies).sum();
+    let knowledge = personkit_knowledge::health(&conn, &personkit_llm::LlmConfig::load(Some(&a.db.path())))?;
     if a.json {
         let mut v = serde_json::to_value(&report)?;
         v["storage"] = serde_json::to_value(&storage)?;
         v["search"] = serde_json::to_value(&search)?;
         v["harvest"] = serde_json::json!({"warnings": warnings, "only_copies": only_copies});
+        v["knowledge"] = serde_json::to_value(&knowledge)?;
         return print_json(&v);
     }
     output::print_health(&search);
@@ -109,6 +111,25 @@ pub fn health(a: JsonArgs) -> anyhow::Result<()> {
     if only_copies > 0 {
         println!(
             "harvest    {only_copies} thread(s) whose transcript files their tool deleted: this corpus holds the only copy"
+        );
+    }
+    println!(
+        "knowledge  pipeline {}: {}; {} pending, {} approved, {} rejected",
+        knowledge.pipeline,
+        knowledge.model,
+        knowledge.entries.pending,
+        knowledge.entries.approved,
+        knowledge.entries.rejected
+    );
+    if knowledge.pipeline == "on" {
+        println!("           daily at {:02}:00; scrubbing {}", knowledge.hour, knowledge.scrubbing);
+    }
+    if let Some(alert) = &knowledge.alert {
+        println!(
+            "ALERT knowledge: {} ({})\n           → {}",
+            alert["message"].as_str().unwrap_or("?"),
+            alert["at"].as_str().unwrap_or("?"),
+            alert["hint"].as_str().unwrap_or("see `personkit knowledge audit --kind alert`")
         );
     }
     println!("corpus     {}", storage.path);
