@@ -12,8 +12,10 @@
 //! Every call is bounded: `max_tokens` and a wall-clock timeout per request. Text is sent as given: scrubbing what
 //! leaves the machine is the caller's job (`personkit-knowledge`), which uses [`ChatModel::endpoint`] to decide.
 
+pub mod local;
 pub mod shape;
 
+pub use local::{LocalModel, LocalOptions};
 pub use shape::Shape;
 
 use std::time::Duration;
