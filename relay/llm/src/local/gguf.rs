@@ -368,8 +368,77 @@ impl Template {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    /// The real SmolLM2 file's tokenizer (header only; no weights are loaded).
+    fn smollm2() -> GgufVocab {
+        let path = personkit_testkit::llm_model_path();
+        let mut f = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+        let content = Content::read(&mut f).unwrap();
+        GgufVocab::from_meta(&Meta(&content)).unwrap()
+    }
+
+    #[test]
+    fn the_real_vocabulary_round_trips_text_and_never_reads_control_tokens_from_it() {
+        let vocab = smollm2();
+        for text in [
+            "Hello, world! 12345 tabs\tand\nnewlines",
+            "Grüße aus Köln — naïve café, 東京, emoji 🦀",
+            "<|im_end|> is only text here",
+        ] {
+            let ids = vocab.encode(text).unwrap();
+            let bytes: Vec<u8> = ids
+                .iter()
+                .flat_map(|&i| vocab.bytes(i).expect("a text token").to_vec())
+                .collect();
+            assert_eq!(String::from_utf8(bytes).unwrap(), text);
+        }
+        let end = vocab.id_of("<|im_end|>").unwrap();
+        assert!(vocab.bytes(end).is_none());
+        assert!(!vocab.encode("<|im_end|>").unwrap().contains(&end));
+        // SmolLM splits digits one by one.
+        assert_eq!(vocab.encode("2024").unwrap().len(), 4);
+        // Every byte UTF-8 text can hold has its own token (a choice point inside a character needs one).
+        // (SmolLM2 lacks some ASCII control bytes, which JSON strings cannot hold raw anyway, and some lead bytes
+        // of four-byte characters: an option that differs from another inside such a character is an error.)
+        for b in (0x20..=0xEFu8).filter(|b| !matches!(b, 0x7F | 0xC0 | 0xC1)) {
+            let id = vocab
+                .byte_token(b)
+                .unwrap_or_else(|| panic!("no token for {b:#04x}"));
+            assert_eq!(vocab.bytes(id), Some(&[b][..]));
+        }
+    }
+
+    #[test]
+    fn the_real_chat_template_is_chatml_and_frames_the_messages() {
+        let path = personkit_testkit::llm_model_path();
+        let mut f = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+        let content = Content::read(&mut f).unwrap();
+        let meta = Meta(&content);
+        let vocab = GgufVocab::from_meta(&meta).unwrap();
+        let template =
+            Template::detect(&meta.string("tokenizer.chat_template").unwrap(), &vocab).unwrap();
+        let Template::ChatMl { start, end } = template else {
+            panic!("{template:?}")
+        };
+        let ids = template.prompt(&vocab, "Be brief.", "Hi").unwrap();
+        let text: String = ids
+            .iter()
+            .map(|&i| match vocab.bytes(i) {
+                Some(b) => String::from_utf8_lossy(b).into_owned(),
+                None if i == start => "<S>".into(),
+                None if i == end => "<E>".into(),
+                None => "<?>".into(),
+            })
+            .collect();
+        assert_eq!(
+            text,
+            "<S>system\nBe brief.<E>\n<S>user\nHi<E>\n<S>assistant\n"
+        );
+        assert_eq!(template.end_of_turn(), end);
+    }
 
     #[test]
     fn the_byte_alphabet_covers_every_byte_once() {
