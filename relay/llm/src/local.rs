@@ -8,21 +8,21 @@
 //! context beside `max_tokens` is refused, never cut.
 //!
 //! Speed: candle 0.11 has no vectorised kernel for some quantisations (Q4_1, the test model's, among them), so
-//! those run scalar, at the same cost per token for prompt and answer. `CANDLE_DEQUANTIZE_ALL=1` in the
-//! environment makes candle expand the weights to f32 at load (4 bytes a parameter): prompt reading then runs as
-//! vectorised matrix products, many times faster, while generation stays about as fast. candle's CPU pool
-//! synchronises its threads at every product; on a machine already busy `CANDLE_NUM_THREADS=1` can be faster.
+//! those run scalar, at about the same cost per token for prompt and answer. [`LocalOptions::expand_weights`]
+//! stores the weights as f32 instead (4 bytes a parameter), and prompt reading runs as vectorised matrix products,
+//! several times faster. candle's CPU pool synchronises its threads at every product; on a machine already busy
+//! `CANDLE_NUM_THREADS=1` can be faster.
 
 mod decode;
 mod gguf;
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Cursor};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
-use candle_core::quantized::gguf_file;
+use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_qwen2};
 
@@ -49,6 +49,10 @@ pub struct LocalOptions {
     /// `RAYON_NUM_THREADS`, else the physical cores) at first use; a value here must match that variable, so a
     /// binary that takes the setting exports the variable before loading any model.
     pub threads: Option<usize>,
+    /// Expand the quantised weights to f32 at load (4 bytes a parameter: ~0.6 GB for a 135M model). Prompt
+    /// reading then runs as vectorised matrix products, an order of magnitude faster on CPU where candle has no
+    /// vectorised kernel for the file's quantisation; generation stays about as fast. For small models.
+    pub expand_weights: bool,
 }
 
 enum Weights {
@@ -147,13 +151,12 @@ impl LocalModel {
             .string("tokenizer.chat_template")
             .map_err(|m| model_err(path, m))?;
         let template = Template::detect(&template_text, &vocab).map_err(|m| model_err(path, m))?;
-        let device = Device::Cpu;
-        let weights = if is_llama {
-            quantized_llama::ModelWeights::from_gguf(content, &mut reader, &device)
-                .map(Weights::Llama)
+        let weights = if opts.expand_weights {
+            let (content, mut expanded) = expand(content, &mut reader)
+                .map_err(|e| model_err(path, format!("weights: {e}")))?;
+            load(is_llama, content, &mut expanded)
         } else {
-            quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, &device)
-                .map(Weights::Qwen2)
+            load(is_llama, content, &mut reader)
         }
         .map_err(|e| model_err(path, format!("weights: {e}")))?;
         let stem = path
@@ -192,6 +195,47 @@ impl LocalModel {
             }
         }
     }
+}
+
+fn load<R: std::io::Read + std::io::Seek>(
+    is_llama: bool,
+    content: gguf_file::Content,
+    reader: &mut R,
+) -> candle_core::Result<Weights> {
+    if is_llama {
+        quantized_llama::ModelWeights::from_gguf(content, reader, &Device::Cpu).map(Weights::Llama)
+    } else {
+        quantized_qwen2::ModelWeights::from_gguf(content, reader, &Device::Cpu).map(Weights::Qwen2)
+    }
+}
+
+/// The same model with every tensor stored as f32, as an in-memory GGUF file: candle multiplies f32 weights with
+/// its vectorised matrix product instead of a quantised dot product per row.
+fn expand<R: std::io::Read + std::io::Seek>(
+    content: gguf_file::Content,
+    reader: &mut R,
+) -> candle_core::Result<(gguf_file::Content, Cursor<Vec<u8>>)> {
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    let mut tensors = Vec::with_capacity(names.len());
+    for name in names {
+        let q = content.tensor(reader, name, &Device::Cpu)?;
+        let f = q.dequantize(&Device::Cpu)?;
+        tensors.push((name.as_str(), QTensor::quantize(&f, GgmlDType::F32)?));
+    }
+    let metadata: Vec<(&str, &gguf_file::Value)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
+    let mut file = Cursor::new(Vec::new());
+    gguf_file::write(&mut file, &metadata, &refs)?;
+    drop(refs);
+    drop(tensors);
+    file.set_position(0);
+    let expanded = gguf_file::Content::read(&mut file)?;
+    Ok((expanded, file))
 }
 
 /// One call's view of the model: position in a fresh KV cache, chunked prompt reading, bounded by the context.
