@@ -2,8 +2,8 @@
 //! candle's quantized models. The tokenizer and the chat template come from the file's own metadata, so one file
 //! is all it needs.
 //!
-//! Decoding is greedy (the same request gives the same answer). With a shape the answer is decoded under it (see
-//! [`decode`]): it always parses and passes [`crate::Shape::check`]. Every call starts from an empty KV cache, is
+//! Decoding is greedy (the same request gives the same answer). With a shape the answer is decoded under it (the
+//! `decode` module): it always parses and passes [`crate::Shape::check`]. Every call starts from an empty KV cache, is
 //! bounded by `max_tokens` and its timeout (checked after every forward pass), and a prompt that does not fit the
 //! context beside `max_tokens` is refused, never cut.
 //!
