@@ -2,10 +2,10 @@
 //! candle's quantized models. The tokenizer and the chat template come from the file's own metadata, so one file
 //! is all it needs.
 //!
-//! Decoding is greedy (the same request gives the same answer). With a shape the answer is decoded under it (the
-//! `decode` module): it always parses and passes [`crate::Shape::check`]. Every call starts from an empty KV cache, is
-//! bounded by `max_tokens` and its timeout (checked after every forward pass), and a prompt that does not fit the
-//! context beside `max_tokens` is refused, never cut.
+//! Decoding is greedy (the same request gives the same answer). With a shape the answer is decoded under it
+//! (the `decode` module): it always parses and passes [`crate::Shape::check`]. Every call starts from an empty KV
+//! cache, is bounded by `max_tokens` and its timeout (checked after every forward pass), and a prompt that does
+//! not fit the context beside `max_tokens` is refused, never cut.
 //!
 //! Speed: candle 0.11 has no vectorised kernel for some quantisations (Q4_1, the test model's, among them), so
 //! those run scalar, at about the same cost per token for prompt and answer. [`LocalOptions::expand_weights`]
