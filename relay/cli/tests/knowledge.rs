@@ -295,6 +295,9 @@ fn slow_the_whole_path_on_the_real_local_model() {
             assert!(stored.contains(&s["message_id"].as_str().unwrap().to_owned()), "{e}");
         }
     }
+    for d in cli_json(&db, &["knowledge", "audit", "--kind", "decision", "--json"]).as_array().unwrap() {
+        eprintln!("decision: {}", d["detail"]);
+    }
     // Every call is in the audit log, in process and unscrubbed (nothing left the machine).
     let calls = cli_json(&db, &["knowledge", "audit", "--kind", "call", "--json"]);
     assert_eq!(calls.as_array().unwrap().len() as u64, report["calls"].as_u64().unwrap().min(50));

@@ -61,11 +61,12 @@ pub fn entries_shape(labels: u32) -> Shape {
         ("tags", Shape::array(Shape::Text { max_chars: 30 }, 5)),
         (
             "sources",
-            Shape::array(
+            Shape::array_of(
                 Shape::Int {
                     min: 1,
                     max: i64::from(labels.max(1)),
                 },
+                1,
                 6,
             ),
         ),
@@ -73,21 +74,14 @@ pub fn entries_shape(labels: u32) -> Shape {
     Shape::object([("entries", Shape::array(entry, MAX_ENTRIES))])
 }
 
-/// The judge's answer shape for `n` entries.
+/// The judge's answer shape for `n` entries: exactly one verdict per candidate, in the candidates' order.
 pub fn verdicts_shape(n: usize) -> Shape {
     let verdict = Shape::object([
-        (
-            "entry",
-            Shape::Int {
-                min: 1,
-                max: n.max(1) as i64,
-            },
-        ),
         ("keep", Shape::Bool),
         ("grounded", Shape::Bool),
         ("distinctive", Shape::Bool),
     ]);
-    Shape::object([("verdicts", Shape::array(verdict, n.max(1)))])
+    Shape::object([("verdicts", Shape::array_of(verdict, n.max(1), n.max(1)))])
 }
 
 /// The user message of an extraction call.
@@ -105,7 +99,7 @@ pub fn judge_user(material: &str, candidates: &[serde_json::Value]) -> String {
     for (i, c) in candidates.iter().enumerate() {
         s.push_str(&format!("{}. {c}\n", i + 1));
     }
-    s.push_str("Answer with JSON: {\"verdicts\": [{\"entry\": 1, \"keep\": …, \"grounded\": …, \"distinctive\": …}, …]}, one verdict per candidate.");
+    s.push_str("Answer with JSON: {\"verdicts\": [{\"keep\": …, \"grounded\": …, \"distinctive\": …}, …]}, one verdict per candidate, in their order.");
     s
 }
 

@@ -445,12 +445,11 @@ impl Pass<'_> {
         };
         let mut kept = Vec::new();
         for (i, c) in candidates.into_iter().enumerate() {
+            // One verdict per candidate, in order (the shape asks for exactly as many as there are candidates).
             let v = verdicts
                 .get("verdicts")
                 .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .find(|v| v.get("entry").and_then(Value::as_u64) == Some(i as u64 + 1));
+                .and_then(|list| list.get(i));
             let get = |k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_bool);
             let (keep, grounded, distinctive) = (get("keep"), get("grounded"), get("distinctive"));
             let failed: Vec<&str> = [("keep", keep), ("grounded", grounded), ("distinctive", distinctive)]

@@ -8,8 +8,12 @@ use serde_json::{Value, json};
 pub enum Shape {
     /// An object with exactly these fields, in this order, all required.
     Object(Vec<(String, Shape)>),
-    /// A list of at most `max` items.
-    Array { items: Box<Shape>, max: usize },
+    /// A list of `min..=max` items.
+    Array {
+        items: Box<Shape>,
+        min: usize,
+        max: usize,
+    },
     /// A string of at most `max_chars` characters.
     Text { max_chars: usize },
     /// One of these strings.
@@ -30,6 +34,16 @@ impl Shape {
     pub fn array(items: Shape, max: usize) -> Shape {
         Shape::Array {
             items: Box::new(items),
+            min: 0,
+            max,
+        }
+    }
+
+    /// A list of `items`, `min` to `max` long.
+    pub fn array_of(items: Shape, min: usize, max: usize) -> Shape {
+        Shape::Array {
+            items: Box::new(items),
+            min: min.min(max),
             max,
         }
     }
@@ -51,8 +65,8 @@ impl Shape {
                 let required: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
                 json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
             }
-            Shape::Array { items, max } => {
-                json!({"type": "array", "items": items.json_schema(), "maxItems": max})
+            Shape::Array { items, min, max } => {
+                json!({"type": "array", "items": items.json_schema(), "minItems": min, "maxItems": max})
             }
             Shape::Text { max_chars } => json!({"type": "string", "maxLength": max_chars}),
             Shape::OneOf(options) => json!({"type": "string", "enum": options}),
@@ -80,9 +94,12 @@ impl Shape {
                 }
                 Ok(())
             }
-            (Shape::Array { items, max }, Value::Array(list)) => {
+            (Shape::Array { items, min, max }, Value::Array(list)) => {
                 if list.len() > *max {
                     return Err(format!("{at}: {} items, at most {max}", list.len()));
+                }
+                if list.len() < *min {
+                    return Err(format!("{at}: {} items, at least {min}", list.len()));
                 }
                 for (i, v) in list.iter().enumerate() {
                     items.check_at(v, &format!("{at}[{i}]"))?;
@@ -149,7 +166,7 @@ mod tests {
         Shape::object([
             ("type", Shape::one_of(["decision", "standard"])),
             ("topic", Shape::Text { max_chars: 10 }),
-            ("sources", Shape::array(Shape::Int { min: 1, max: 3 }, 2)),
+            ("sources", Shape::array_of(Shape::Int { min: 1, max: 3 }, 1, 2)),
             ("keep", Shape::Bool),
         ])
     }
@@ -184,6 +201,7 @@ mod tests {
                 "$.topic: missing",
             ),
             (json!([1]), "$: expected an object"),
+            (json!({"type": "decision", "topic": "t", "sources": [], "keep": true}), "$.sources: 0 items, at least 1"),
         ];
         for (v, want) in cases {
             let err = entry().check(&v).unwrap_err();
@@ -197,6 +215,7 @@ mod tests {
         assert_eq!(s["required"], json!(["type", "topic", "sources", "keep"]));
         assert_eq!(s["additionalProperties"], json!(false));
         assert_eq!(s["properties"]["sources"]["maxItems"], json!(2));
+        assert_eq!(s["properties"]["sources"]["minItems"], json!(1));
         assert_eq!(
             s["properties"]["type"]["enum"],
             json!(["decision", "standard"])

@@ -193,7 +193,7 @@ fn reserve(shape: &Shape) -> usize {
                     .map(|(k, v)| json_key(k).len() + 1 + reserve(v))
                     .sum::<usize>()
         }
-        Shape::Array { .. } => 2,
+        Shape::Array { items, min, .. } => 2 + min * (reserve(items) + 1),
         Shape::Text { .. } => 2,
         Shape::OneOf(options) => 2 + options.iter().map(|o| escaped(o).len()).max().unwrap_or(0),
         Shape::Bool => 5,
@@ -524,7 +524,7 @@ impl<S: LogitSource, V: Vocabulary> Shaped<'_, S, V> {
                 self.force("}");
                 self.hint = None;
             }
-            Shape::Array { items, max } => self.array(items, *max, after)?,
+            Shape::Array { items, min, max } => self.array(items, *min, *max, after)?,
             Shape::Text { max_chars } => {
                 self.force("\"");
                 self.literal(
@@ -566,15 +566,18 @@ impl<S: LogitSource, V: Vocabulary> Shaped<'_, S, V> {
         Ok(())
     }
 
-    fn array(&mut self, items: &Shape, max: usize, after: usize) -> Result<(), LlmError> {
+    fn array(&mut self, items: &Shape, min: usize, max: usize, after: usize) -> Result<(), LlmError> {
         self.force("[");
         let mut n = 0;
         while n < max {
-            let room = self.used() + usize::from(n > 0) + reserve(items) + 1 + after;
-            if room > self.max_tokens {
+            // Room for this item and the rest of the minimum (reserved by `reserve`, so the minimum always fits).
+            let still = min.saturating_sub(n + 1) * (reserve(items) + 1);
+            let room = self.used() + usize::from(n > 0) + reserve(items) + 1 + still + after;
+            if room > self.max_tokens && n >= min {
                 break;
             }
             let more = match (n, self.hint.take()) {
+                _ if n < min => true,
                 (0, _) | (_, None) => {
                     let logits = self.logits()?;
                     self.prefers_more(&logits, items, n == 0)
@@ -889,6 +892,9 @@ mod tests {
             Shape::one_of(["a\"b", "back\\slash", "ü"]),
             Shape::Text { max_chars: 1 },
             Shape::array(Shape::array(Shape::one_of(["x", "y"]), 2), 2),
+            // A list with a minimum: the model's wish to close it early is overruled.
+            Shape::array_of(Shape::Int { min: 1, max: 9 }, 2, 4),
+            Shape::object([("sources", Shape::array_of(Shape::Int { min: 1, max: 3 }, 1, 6))]),
         ];
         for (i, shape) in shapes.iter().enumerate() {
             for seed in 0..20 {
