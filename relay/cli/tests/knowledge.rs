@@ -336,3 +336,35 @@ fn mcp_knowledge(db: &Path) -> Vec<String> {
         v["entries"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect()
     })
 }
+
+#[test]
+fn serve_makes_the_daily_pass_by_itself_in_the_configured_local_hour() {
+    let (_dir, db) = temp_db();
+    seed(&db);
+    let server = model_server();
+    configure(&db, &server.base, "on");
+    // The pass hour is the hour it is now (in UTC, the zone the relay is started in).
+    let mut now = time::OffsetDateTime::now_utc();
+    if now.minute() == 59 && now.second() > 50 {
+        std::thread::sleep(std::time::Duration::from_secs(15));
+        now = time::OffsetDateTime::now_utc();
+    }
+    let cfg = db.parent().unwrap().join("config.toml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!("hour = {}\n", now.hour()));
+    std::fs::write(&cfg, text).unwrap();
+    let relay = personkit_testkit::Relay::start_env(&db, &[], &[("TZ", "UTC")]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let entries = loop {
+        let list = relay.cli_json(&["knowledge", "list", "--json"]);
+        if list.as_array().is_some_and(|a| !a.is_empty()) {
+            break list;
+        }
+        assert!(std::time::Instant::now() < deadline, "no pass within 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    assert_eq!(entries[0]["status"], "pending");
+    let runs = relay.cli_json(&["knowledge", "audit", "--kind", "run", "--json"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1, "one pass a day");
+    drop(relay);
+}

@@ -212,3 +212,95 @@ pub fn knowledge_settings(db_path: &Path) -> personkit_knowledge::Settings {
         .and_then(|c| personkit_knowledge::Settings::load(c.file.as_deref()).ok())
         .unwrap_or_default()
 }
+
+/// The running knowledge job; [`KnowledgeJob::stop`] ends it (a pass in progress finishes first).
+#[derive(Debug)]
+pub struct KnowledgeJob {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl KnowledgeJob {
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// How often the knowledge job looks at the clock.
+const KNOWLEDGE_TICK: Duration = Duration::from_secs(30);
+
+/// Starts the daily knowledge pass when a language model is configured (`None` and a log line otherwise): once a
+/// day, in the hour `[knowledge] hour` of local time (`local` is the machine's offset from UTC, read at start),
+/// on its own writer connection, the model loaded for the pass and dropped after it. Logs counts, never content.
+pub fn start_knowledge(
+    db_path: &Path,
+    clock: personkit_store::clock::Clock,
+    local: time::UtcOffset,
+) -> std::io::Result<Option<KnowledgeJob>> {
+    let llm = match personkit_llm::LlmConfig::load(Some(db_path)) {
+        Ok(c) if c.kind != personkit_llm::LlmKind::None => c,
+        Ok(_) => {
+            tracing::info!("knowledge pipeline off: no language model configured ([llm] kind)");
+            return Ok(None);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "knowledge pipeline off: the [llm] settings are unusable");
+            return Ok(None);
+        }
+    };
+    let mut settings = personkit_knowledge::Settings::load(llm.file.as_deref()).unwrap_or_default();
+    settings.max_tokens = llm.max_tokens;
+    settings.call_timeout = llm.timeout();
+    tracing::info!(model = %llm.describe(), hour = settings.hour, "knowledge pipeline on: a pass daily");
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let path = db_path.to_path_buf();
+    let thread = std::thread::Builder::new()
+        .name("knowledge".into())
+        .spawn(move || {
+            let mut last_day = None;
+            loop {
+                let now = clock.now().to_offset(local);
+                if now.hour() == settings.hour && last_day != Some(now.date()) {
+                    last_day = Some(now.date());
+                    knowledge_pass(&path, &llm, &settings, &clock);
+                }
+                match rx.recv_timeout(KNOWLEDGE_TICK) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+            }
+        })?;
+    Ok(Some(KnowledgeJob { stop: tx, thread }))
+}
+
+fn knowledge_pass(
+    path: &Path,
+    llm: &personkit_llm::LlmConfig,
+    settings: &personkit_knowledge::Settings,
+    clock: &personkit_store::clock::Clock,
+) {
+    let model = match personkit_llm::open(llm) {
+        Ok(Some(m)) => m,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, hint = e.hint(), "knowledge pass: cannot load the model");
+            return;
+        }
+    };
+    let db = match personkit_store::Db::open(path) {
+        Ok(db) => db,
+        Err(e) => {
+            tracing::warn!(error = %e, "knowledge pass: cannot open the corpus");
+            return;
+        }
+    };
+    match personkit_knowledge::run_once(&db, model.as_ref(), settings, clock, &mut |_| {}) {
+        Ok(r) => tracing::info!(
+            turns = r.turns, windows = r.windows, calls = r.calls, new = r.new_entries,
+            reinforced = r.reinforced, variants = r.variants, dropped_by_judge = r.dropped_by_judge,
+            judge_failures = r.judge_failures, sent_as = %r.sent_as, "knowledge pass"
+        ),
+        Err(e) => tracing::warn!(error = %e, "knowledge pass failed"),
+    }
+}

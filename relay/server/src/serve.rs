@@ -33,6 +33,8 @@ pub struct ServeConfig {
     pub sync_interval: std::time::Duration,
     /// Harvest the enabled local AI-tool sources on this schedule (`None`: never).
     pub harvest: Option<jobs::HarvestSchedule>,
+    /// This machine's offset from UTC (read before any thread starts): the daily knowledge pass runs in local time.
+    pub local_offset: time::UtcOffset,
 }
 
 /// The PEM files of `serve --tls-cert/--tls-key`.
@@ -147,6 +149,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let knowledge_job = jobs::start_knowledge(&config.db_path, clock.clone(), config.local_offset)
+        .context("cannot start the knowledge job")?;
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot listen on {addr}; is another relay running? try --addr 127.0.0.1:0")
     })?;
@@ -199,6 +203,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
     if let Some(h) = harvest_job {
         tokio::task::spawn_blocking(move || h.stop()).await?;
+    }
+    if let Some(k) = knowledge_job {
+        tokio::task::spawn_blocking(move || k.stop()).await?;
     }
     tracing::info!("relay stopped");
     Ok(())

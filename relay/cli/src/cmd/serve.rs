@@ -130,6 +130,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     };
     let config = ServeConfig {
         harvest,
+        // Read while this process has one thread: the time crate refuses it later.
+        local_offset: time::UtcOffset::current_local_offset().unwrap_or(time::UtcOffset::UTC),
         db_path: a.db.path(),
         addr: a.addr,
         allow_remote: a.allow_remote,
