@@ -39,7 +39,11 @@ fn seed(db: &Path) {
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
             build_observation(
                 "browser-ext:chatgpt",
                 "release-rules",
@@ -75,7 +79,12 @@ fn completion(content: &str) -> Reply {
 fn messages_text(s: &Seen) -> String {
     s.body["messages"]
         .as_array()
-        .map(|m| m.iter().filter_map(|x| x["content"].as_str()).collect::<Vec<_>>().join("\n"))
+        .map(|m| {
+            m.iter()
+                .filter_map(|x| x["content"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
         .unwrap_or_default()
 }
 
@@ -93,7 +102,11 @@ fn answer(seen: &Seen, chatty_judge: bool) -> Reply {
             return completion("All of these look great to me!");
         }
         if text.contains("You check candidate") {
-            let n = text.lines().filter(|l| l.split_once(". {").is_some()).count().max(1);
+            let n = text
+                .lines()
+                .filter(|l| l.split_once(". {").is_some())
+                .count()
+                .max(1);
             let verdicts: Vec<Value> = (1..=n)
                 .map(|i| json!({"entry": i, "keep": true, "grounded": true, "distinctive": true}))
                 .collect();
@@ -108,7 +121,10 @@ fn answer(seen: &Seen, chatty_judge: bool) -> Reply {
             "position": format!("Never ship on a Friday, as agreed with {person}"),
             "reasoning": "A Friday release once cost a whole weekend of rollbacks; a working day after a release leaves time to fix it",
             "context": "", "confidence": "high", "stability": "durable", "tags": ["releases"], "sources": [1, 3]});
-        completion(&format!("Here you go:\n```json\n{}\n```", json!({ "entries": [entry] })))
+        completion(&format!(
+            "Here you go:\n```json\n{}\n```",
+            json!({ "entries": [entry] })
+        ))
     }
 }
 
@@ -133,13 +149,22 @@ fn a_remote_model_sees_only_scrubbed_text_and_the_names_come_back_in_what_is_sto
     for s in &seen {
         let text = messages_text(s);
         for raw in RAW {
-            assert!(!text.contains(raw), "{raw:?} reached the remote model:\n{text}");
+            assert!(
+                !text.contains(raw),
+                "{raw:?} reached the remote model:\n{text}"
+            );
         }
-        assert!(text.contains("[EMAIL]") || text.contains("You check candidate"), "{text}");
+        assert!(
+            text.contains("[EMAIL]") || text.contains("You check candidate"),
+            "{text}"
+        );
     }
     let first = messages_text(&seen[0]);
     for placeholder in ["[EMAIL]", "[PHONE]", "[AMOUNT]", "Person_"] {
-        assert!(first.contains(placeholder), "{placeholder} missing:\n{first}");
+        assert!(
+            first.contains(placeholder),
+            "{placeholder} missing:\n{first}"
+        );
     }
     let pending = cli_json(&db, &["knowledge", "list", "--json"]);
     let e = &pending[0];
@@ -153,11 +178,19 @@ fn a_remote_model_sees_only_scrubbed_text_and_the_names_come_back_in_what_is_sto
     let calls = cli_json(&db, &["knowledge", "audit", "--kind", "call", "--json"]);
     for c in calls.as_array().unwrap() {
         assert_eq!(c["detail"]["sent_as"], "scrubbed");
-        assert!(c["detail"]["endpoint"].as_str().unwrap().starts_with(&server.base));
+        assert!(
+            c["detail"]["endpoint"]
+                .as_str()
+                .unwrap()
+                .starts_with(&server.base)
+        );
     }
     let replaced = &calls[0]["detail"]["replaced"];
     for kind in ["email", "phone", "amount", "secret", "name"] {
-        assert!(replaced[kind].as_u64().unwrap_or(0) > 0, "{kind}: {replaced}");
+        assert!(
+            replaced[kind].as_u64().unwrap_or(0) > 0,
+            "{kind}: {replaced}"
+        );
     }
 }
 
@@ -182,12 +215,27 @@ fn entries_wait_for_the_users_decision_and_every_decision_is_audited() {
     let server = model_server();
     configure(&db, &server.base, "auto");
     let report = cli_json(&db, &["knowledge", "run", "--once", "--json"]);
-    assert_eq!(report["sent_as"], "loopback", "a loopback server gets the text as stored under auto");
-    let id = cli_json(&db, &["knowledge", "list", "--json"])[0]["id"].as_str().unwrap().to_owned();
-    assert_eq!(cli_json(&db, &["knowledge", "list", "--status", "approved", "--json"]), json!([]));
+    assert_eq!(
+        report["sent_as"], "loopback",
+        "a loopback server gets the text as stored under auto"
+    );
+    let id = cli_json(&db, &["knowledge", "list", "--json"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        cli_json(
+            &db,
+            &["knowledge", "list", "--status", "approved", "--json"]
+        ),
+        json!([])
+    );
     let out = cli(&db, &["knowledge", "approve", &id[..8]]);
     assert!(out.status.success(), "{}", out.stderr);
-    let approved = cli_json(&db, &["knowledge", "list", "--status", "approved", "--json"]);
+    let approved = cli_json(
+        &db,
+        &["knowledge", "list", "--status", "approved", "--json"],
+    );
     assert_eq!(approved[0]["id"], id.as_str());
     assert_eq!(approved[0]["decided_by"], "cli");
     let out = cli(&db, &["knowledge", "reject", "no-such-entry"]);
@@ -198,7 +246,10 @@ fn entries_wait_for_the_users_decision_and_every_decision_is_audited() {
     // A second pass has nothing new to read and sends nothing.
     let before = server.seen.lock().unwrap().len();
     let again = cli_json(&db, &["knowledge", "run", "--once", "--json"]);
-    assert_eq!((again["turns"].as_u64(), server.seen.lock().unwrap().len()), (Some(0), before));
+    assert_eq!(
+        (again["turns"].as_u64(), server.seen.lock().unwrap().len()),
+        (Some(0), before)
+    );
 }
 
 #[test]
@@ -207,11 +258,24 @@ fn without_a_model_the_pipeline_is_off_and_says_how_to_turn_it_on() {
     seed(&db);
     let out = cli(&db, &["knowledge", "run", "--once"]);
     assert!(!out.status.success());
-    assert!(out.stderr.contains("no language model is configured"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no language model is configured"),
+        "{}",
+        out.stderr
+    );
     assert!(out.stderr.contains("[llm]"), "{}", out.stderr);
     let health = cli_json(&db, &["corpus", "health", "--json"]);
-    assert_eq!(health["knowledge"]["pipeline"], "off", "{}", health["knowledge"]);
-    assert!(health["knowledge"]["model"].as_str().unwrap().contains("[llm]"));
+    assert_eq!(
+        health["knowledge"]["pipeline"], "off",
+        "{}",
+        health["knowledge"]
+    );
+    assert!(
+        health["knowledge"]["model"]
+            .as_str()
+            .unwrap()
+            .contains("[llm]")
+    );
 }
 
 #[test]
@@ -221,11 +285,28 @@ fn a_judge_answering_nonsense_drops_the_batch_and_health_raises_the_alert() {
     let server = StandIn::start_replies(|_, seen| answer(seen, true));
     configure(&db, &server.base, "on");
     let report = cli_json(&db, &["knowledge", "run", "--once", "--json"]);
-    assert_eq!((report["judge_failures"].as_u64(), report["new_entries"].as_u64()), (Some(1), Some(0)), "{report}");
-    assert_eq!(cli_json(&db, &["knowledge", "list", "--status", "all", "--json"]), json!([]));
+    assert_eq!(
+        (
+            report["judge_failures"].as_u64(),
+            report["new_entries"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{report}"
+    );
+    assert_eq!(
+        cli_json(&db, &["knowledge", "list", "--status", "all", "--json"]),
+        json!([])
+    );
     let health = cli_json(&db, &["corpus", "health", "--json"]);
     assert_eq!(health["knowledge"]["pipeline"], "on");
-    assert!(health["knowledge"]["alert"]["message"].as_str().unwrap().contains("judge failed"), "{}", health["knowledge"]);
+    assert!(
+        health["knowledge"]["alert"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("judge failed"),
+        "{}",
+        health["knowledge"]
+    );
     let text = cli(&db, &["corpus", "health"]).stdout;
     assert!(text.contains("ALERT knowledge"), "{text}");
 }
@@ -242,7 +323,11 @@ fn slow_cli(db: &Path, args: &[&str]) -> std::process::Output {
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
     while child.try_wait().unwrap().is_none() {
-        assert!(std::time::Instant::now() < deadline, "`personkit {}` ran past 15 minutes", args.join(" "));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "`personkit {}` ran past 15 minutes",
+            args.join(" ")
+        );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     child.wait_with_output().unwrap()
@@ -266,14 +351,27 @@ fn slow_the_whole_path_on_the_real_local_model() {
     )
     .unwrap();
     let out = slow_cli(&db, &["knowledge", "run", "--once", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     eprintln!("real-model pass: {report}");
     assert_eq!(report["sent_as"], "in_process");
-    assert!(report["model"].as_str().unwrap().starts_with("local:SmolLM2"), "{report}");
+    assert!(
+        report["model"]
+            .as_str()
+            .unwrap()
+            .starts_with("local:SmolLM2"),
+        "{report}"
+    );
     assert_eq!(report["windows"], 1, "{report}");
     assert!(report["calls"].as_u64().unwrap() >= 1, "{report}");
-    assert!(report["usage"]["prompt_tokens"].as_u64().unwrap() > 100, "{report}");
+    assert!(
+        report["usage"]["prompt_tokens"].as_u64().unwrap() > 100,
+        "{report}"
+    );
     for k in report["kept_per_window"].as_array().unwrap() {
         assert!(k.as_u64().unwrap() <= 8);
     }
@@ -285,22 +383,34 @@ fn slow_the_whole_path_on_the_real_local_model() {
         .collect();
     let all = cli_json(&db, &["knowledge", "list", "--status", "all", "--json"]);
     let all = all.as_array().unwrap();
-    assert_eq!(all.len() as u64, report["new_entries"].as_u64().unwrap() + report["variants"].as_u64().unwrap());
+    assert_eq!(
+        all.len() as u64,
+        report["new_entries"].as_u64().unwrap() + report["variants"].as_u64().unwrap()
+    );
     for e in all {
         assert_eq!(e["status"], "pending", "{e}");
         assert_eq!(e["model"], report["model"]);
         let sources = e["sources"].as_array().unwrap();
         assert!(!sources.is_empty());
         for s in sources {
-            assert!(stored.contains(&s["message_id"].as_str().unwrap().to_owned()), "{e}");
+            assert!(
+                stored.contains(&s["message_id"].as_str().unwrap().to_owned()),
+                "{e}"
+            );
         }
     }
-    for d in cli_json(&db, &["knowledge", "audit", "--kind", "decision", "--json"]).as_array().unwrap() {
+    for d in cli_json(&db, &["knowledge", "audit", "--kind", "decision", "--json"])
+        .as_array()
+        .unwrap()
+    {
         eprintln!("decision: {}", d["detail"]);
     }
     // Every call is in the audit log, in process and unscrubbed (nothing left the machine).
     let calls = cli_json(&db, &["knowledge", "audit", "--kind", "call", "--json"]);
-    assert_eq!(calls.as_array().unwrap().len() as u64, report["calls"].as_u64().unwrap().min(50));
+    assert_eq!(
+        calls.as_array().unwrap().len() as u64,
+        report["calls"].as_u64().unwrap().min(50)
+    );
     for c in calls.as_array().unwrap() {
         assert_eq!(c["detail"]["endpoint"], "in process");
         assert_eq!(c["detail"]["sent_as"], "in_process");
@@ -320,20 +430,35 @@ fn slow_the_whole_path_on_the_real_local_model() {
 fn mcp_knowledge(db: &Path) -> Vec<String> {
     use rmcp::ServiceExt;
     use rmcp::model::CallToolRequestParams;
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let mut cmd = tokio::process::Command::new(personkit_testkit::bin());
-        cmd.arg("mcp").arg("--db").arg(db).env("HOME", db.parent().unwrap()).env_remove("PERSONKIT_DB");
+        cmd.arg("mcp")
+            .arg("--db")
+            .arg(db)
+            .env("HOME", db.parent().unwrap())
+            .env_remove("PERSONKIT_DB");
         let client = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
         let args = json!({"limit": 50});
-        let Value::Object(map) = args else { unreachable!() };
+        let Value::Object(map) = args else {
+            unreachable!()
+        };
         let r = client
             .call_tool(CallToolRequestParams::new("get_knowledge".to_owned()).with_arguments(map))
             .await
             .unwrap();
         client.cancel().await.unwrap();
         let v = r.structured_content.unwrap();
-        v["entries"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect()
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect()
     })
 }
 

@@ -1093,7 +1093,13 @@ fn agents_add_prints_the_running_relays_own_mcp_address() {
 }
 
 /// A pending entry, written straight into the corpus as the pipeline would.
-fn pending_entry(db: &std::path::Path, topic: &str, position: &str, message_id: &str, thread_id: &str) -> String {
+fn pending_entry(
+    db: &std::path::Path,
+    topic: &str,
+    position: &str,
+    message_id: &str,
+    thread_id: &str,
+) -> String {
     let conn = personkit_store::db::open(db).unwrap();
     personkit_store::knowledge::insert(
         &conn,
@@ -1101,7 +1107,9 @@ fn pending_entry(db: &std::path::Path, topic: &str, position: &str, message_id: 
             kind: "decision".into(),
             topic: topic.into(),
             position: position.into(),
-            reasoning: "The migration plan showed the old store could not keep up with the write load".into(),
+            reasoning:
+                "The migration plan showed the old store could not keep up with the write load"
+                    .into(),
             confidence: "high".into(),
             stability: "stable".into(),
             origin: "pipeline".into(),
@@ -1120,13 +1128,33 @@ fn pending_entry(db: &std::path::Path, topic: &str, position: &str, message_id: 
 fn knowledge_reaches_agents_only_once_approved_and_their_proposals_wait_for_the_user() {
     let (_dir, db) = temp_db();
     // Two proposals an hour per agent, so the limit can be seen.
-    std::fs::write(db.parent().unwrap().join("config.toml"), "[knowledge]\nproposals_per_hour = 2\n").unwrap();
+    std::fs::write(
+        db.parent().unwrap().join("config.toml"),
+        "[knowledge]\nproposals_per_hour = 2\n",
+    )
+    .unwrap();
     let (_d2, relay, token) = {
         let relay = Relay::start(&db, &[]);
         let token = relay.pair_printed("laptop");
         let items = vec![
-            turn_at(GPT, "pg", Role::User, "Should we move the events store to Postgres?", Some(0), None, &at(0)),
-            turn_at(GPT, "pg", Role::Assistant, "Yes: the write load outgrew SQLite's single writer.", Some(1), None, &at(1)),
+            turn_at(
+                GPT,
+                "pg",
+                Role::User,
+                "Should we move the events store to Postgres?",
+                Some(0),
+                None,
+                &at(0),
+            ),
+            turn_at(
+                GPT,
+                "pg",
+                Role::Assistant,
+                "Yes: the write load outgrew SQLite's single writer.",
+                Some(1),
+                None,
+                &at(1),
+            ),
         ];
         let r = relay.http.send_batch(&token, &items);
         assert_eq!(r["stored"], 2, "{r}");
@@ -1134,13 +1162,34 @@ fn knowledge_reaches_agents_only_once_approved_and_their_proposals_wait_for_the_
     };
     let _ = token;
     let messages = relay.cli_json(&["corpus", "messages", "--json"]);
-    let first = &messages.as_array().map(|a| a[0].clone()).unwrap_or_else(|| messages["messages"][0].clone());
-    let (mid, tid) = (first["id"].as_str().unwrap().to_owned(), first["thread_id"].as_str().unwrap().to_owned());
-    let approved = pending_entry(&relay.db, "events store", "Move the events store to Postgres", &mid, &tid);
-    pending_entry(&relay.db, "events store backups", "Back the events store up hourly", &mid, &tid);
+    let first = &messages
+        .as_array()
+        .map(|a| a[0].clone())
+        .unwrap_or_else(|| messages["messages"][0].clone());
+    let (mid, tid) = (
+        first["id"].as_str().unwrap().to_owned(),
+        first["thread_id"].as_str().unwrap().to_owned(),
+    );
+    let approved = pending_entry(
+        &relay.db,
+        "events store",
+        "Move the events store to Postgres",
+        &mid,
+        &tid,
+    );
+    pending_entry(
+        &relay.db,
+        "events store backups",
+        "Back the events store up hourly",
+        &mid,
+        &tid,
+    );
     let out = relay.cli(&["knowledge", "approve", &approved]);
     assert!(out.status.success(), "{}", out.stderr);
-    let agent_token = relay.cli_json(&["agents", "add", "claude-code", "--json"])["token"].as_str().unwrap().to_owned();
+    let agent_token = relay.cli_json(&["agents", "add", "claude-code", "--json"])["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let rt = rt();
     rt.block_on(async {
         let transport = StreamableHttpClientTransport::from_config(http_client_config(&relay, &agent_token));
@@ -1179,7 +1228,16 @@ fn knowledge_reaches_agents_only_once_approved_and_their_proposals_wait_for_the_
         client.cancel().await.unwrap();
     });
     let pending = relay.cli_json(&["knowledge", "list", "--json"]);
-    let by_agent: Vec<&Value> = pending.as_array().unwrap().iter().filter(|e| e["origin"] == "agent:claude-code").collect();
+    let by_agent: Vec<&Value> = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["origin"] == "agent:claude-code")
+        .collect();
     assert_eq!(by_agent.len(), 2, "{pending}");
-    assert!(by_agent.iter().all(|e| e["reason"].as_str().unwrap().contains("pg thread")));
+    assert!(
+        by_agent
+            .iter()
+            .all(|e| e["reason"].as_str().unwrap().contains("pg thread"))
+    );
 }

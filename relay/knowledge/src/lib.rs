@@ -152,10 +152,8 @@ impl Settings {
 
 /// The key of the pseudonyms, made once per corpus and kept in it (never sent, never exported).
 pub fn pseudonym_key(conn: &Connection) -> Result<[u8; 32], DbError> {
-    if let Some(hex) = rows::state(conn, "pseudonym_key")? {
-        if let Some(key) = decode_key(&hex) {
-            return Ok(key);
-        }
+    if let Some(key) = rows::state(conn, "pseudonym_key")?.and_then(|hex| decode_key(&hex)) {
+        return Ok(key);
     }
     let mut key = [0u8; 32];
     getrandom::fill(&mut key)
@@ -168,7 +166,10 @@ pub fn pseudonym_key(conn: &Connection) -> Result<[u8; 32], DbError> {
 fn decode_key(hex: &str) -> Option<[u8; 32]> {
     let bytes: Vec<u8> = (0..hex.len())
         .step_by(2)
-        .map(|i| hex.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|b| u8::from_str_radix(b, 16).ok())
+        })
         .collect::<Option<_>>()?;
     bytes.try_into().ok()
 }
@@ -211,11 +212,17 @@ pub fn health(
         ),
         Ok(_) => (
             "off",
-            "none configured: set [llm] in the config file to turn the knowledge pipeline on".to_owned(),
+            "none configured: set [llm] in the config file to turn the knowledge pipeline on"
+                .to_owned(),
             Settings::default(),
             None,
         ),
-        Err(e) => ("off", format!("configuration error: {e}"), Settings::default(), None),
+        Err(e) => (
+            "off",
+            format!("configuration error: {e}"),
+            Settings::default(),
+            None,
+        ),
     };
     let decision = personkit_embed::scrub::Decision::of(settings.scrub, endpoint.as_deref());
     Ok(Health {

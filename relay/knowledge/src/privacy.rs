@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use personkit_embed::ScrubMode;
 use personkit_embed::scrub::Decision;
-use personkit_shared::pseudonym::{Mapping, MapError, Options, Pseudonymiser};
+use personkit_shared::pseudonym::{MapError, Mapping, Options, Pseudonymiser};
 
 /// The scrubbing of one run's calls. `Debug` shows the decision and counts, never the key or the map.
 pub struct Privacy {
@@ -79,7 +79,8 @@ impl Privacy {
                 *self.replaced.entry(kind.to_owned()).or_default() += n as u64;
             }
         }
-        self.new_names.extend(s.new.into_iter().map(|m| (m.pseudonym, m.real)));
+        self.new_names
+            .extend(s.new.into_iter().map(|m| (m.pseudonym, m.real)));
         s.text
     }
 
@@ -91,7 +92,6 @@ impl Privacy {
         self.pseudonymiser.reidentify(text)
     }
 }
-
 
 impl std::fmt::Debug for Privacy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -7,7 +7,13 @@ use personkit_llm::Shape;
 pub const PROMPT_VERSION: &str = "knowledge-v1";
 
 /// The five kinds of entry.
-pub const KINDS: [&str; 5] = ["reasoning", "philosophy", "standard", "decision", "reaction"];
+pub const KINDS: [&str; 5] = [
+    "reasoning",
+    "philosophy",
+    "standard",
+    "decision",
+    "reaction",
+];
 pub const CONFIDENCE: [&str; 3] = ["low", "medium", "high"];
 pub const STABILITY: [&str; 3] = ["durable", "stable", "evolving"];
 

@@ -68,7 +68,13 @@ pub fn propose(
     settings: &Settings,
     clock: &Clock,
 ) -> Result<Filed, Result<Refusal, KnowledgeError>> {
-    let refuse = |code, message: String, hint| Err(Ok(Refusal { code, message, hint }));
+    let refuse = |code, message: String, hint| {
+        Err(Ok(Refusal {
+            code,
+            message,
+            hint,
+        }))
+    };
     if p.reason.trim().chars().count() < 10 {
         return refuse(
             "reason_missing",
@@ -79,7 +85,10 @@ pub fn propose(
     if p.sources.is_empty() || p.sources.len() > MAX_SOURCES {
         return refuse(
             "sources_invalid",
-            format!("cite 1 to {MAX_SOURCES} message ids, got {}", p.sources.len()),
+            format!(
+                "cite 1 to {MAX_SOURCES} message ids, got {}",
+                p.sources.len()
+            ),
             "use the message ids search results return",
         );
     }
@@ -98,7 +107,10 @@ pub fn propose(
     if recent >= u64::from(settings.proposals_per_hour) {
         return refuse(
             "rate_limited",
-            format!("{recent} proposals in the last hour; the limit is {}", settings.proposals_per_hour),
+            format!(
+                "{recent} proposals in the last hour; the limit is {}",
+                settings.proposals_per_hour
+            ),
             "propose again later; the user is reviewing what you filed",
         );
     }

@@ -39,7 +39,9 @@ pub fn decide(topic: &str, position: &str, known: &[Entry]) -> Outcome {
     variant.map_or(Outcome::New, Outcome::VariantOf)
 }
 
-const STOP: &[&str] = &["a", "an", "the", "of", "to", "and", "or", "in", "on", "for", "with", "vs"];
+const STOP: &[&str] = &[
+    "a", "an", "the", "of", "to", "and", "or", "in", "on", "for", "with", "vs",
+];
 
 fn words(s: &str) -> HashSet<String> {
     s.to_lowercase()
@@ -116,19 +118,44 @@ mod tests {
 
     #[test]
     fn same_topic_similar_position_reinforces_different_position_is_a_variant_else_new() {
-        let k = [known("a", "Dependency pinning", "Pin every dependency to an exact version", None)];
+        let k = [known(
+            "a",
+            "Dependency pinning",
+            "Pin every dependency to an exact version",
+            None,
+        )];
         assert_eq!(
-            decide("dependency pinning", "Pin each dependency to an exact version", &k),
+            decide(
+                "dependency pinning",
+                "Pin each dependency to an exact version",
+                &k
+            ),
             Outcome::Reinforces("a".into())
         );
         assert_eq!(
-            decide("pinning dependencies", "Let prototypes float on the latest versions", &k),
+            decide(
+                "pinning dependencies",
+                "Let prototypes float on the latest versions",
+                &k
+            ),
             Outcome::VariantOf("a".into())
         );
-        assert_eq!(decide("code review", "Review every change", &k), Outcome::New);
-        let with_variant = [known("v", "dependency pinning", "Float in prototypes", Some("a"))];
         assert_eq!(
-            decide("dependency pinning", "Never pin anything at all, ever", &with_variant),
+            decide("code review", "Review every change", &k),
+            Outcome::New
+        );
+        let with_variant = [known(
+            "v",
+            "dependency pinning",
+            "Float in prototypes",
+            Some("a"),
+        )];
+        assert_eq!(
+            decide(
+                "dependency pinning",
+                "Never pin anything at all, ever",
+                &with_variant
+            ),
             Outcome::VariantOf("a".into()),
             "a variant of a variant hangs off the root"
         );

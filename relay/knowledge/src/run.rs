@@ -20,6 +20,9 @@ use crate::validate::{self, Candidate};
 use crate::window::{self, Window};
 use crate::{KnowledgeError, Settings};
 
+/// A caller's own check of an answer (in place of its shape's).
+type Check<'a> = &'a dyn Fn(&Value) -> Result<(), String>;
+
 /// Tokens the instructions and the answer format take beside the material.
 const PROMPT_OVERHEAD: usize = 700;
 
@@ -157,7 +160,10 @@ pub fn run_once(
             break;
         }
         // Every turn before the next thread's first new turn is read.
-        let next = threads.get(i + 1).map(|(_, first, _)| first - 1).or(last_pk);
+        let next = threads
+            .get(i + 1)
+            .map(|(_, first, _)| first - 1)
+            .or(last_pk);
         if let Some(next) = next {
             let at = next.max(cursor);
             db.write(|c| rows::set_state(c, "cursor", Some(&at.to_string())))?;
@@ -200,7 +206,7 @@ impl Pass<'_> {
         stage: &str,
         req: &Request,
         messages: &[String],
-        check: Option<&dyn Fn(&Value) -> Result<(), String>>,
+        check: Option<Check<'_>>,
     ) -> Result<Result<Value, LlmError>, KnowledgeError> {
         let started = Instant::now();
         let out = match check {
@@ -289,7 +295,13 @@ impl Pass<'_> {
         Ok(out)
     }
 
-    fn decision(&self, ids: &[String], raw: &Value, action: &str, why: &str) -> Result<(), KnowledgeError> {
+    fn decision(
+        &self,
+        ids: &[String],
+        raw: &Value,
+        action: &str,
+        why: &str,
+    ) -> Result<(), KnowledgeError> {
         let topic = raw.get("topic").and_then(Value::as_str).unwrap_or("");
         self.audit(
             "decision",
@@ -322,7 +334,9 @@ impl Pass<'_> {
                     // gone, refuses us, or is not configured) would fail every window: stop and retry next time.
                     let stop = !matches!(
                         e,
-                        LlmError::Unparseable(_) | LlmError::TooLong { .. } | LlmError::Inference(_)
+                        LlmError::Unparseable(_)
+                            | LlmError::TooLong { .. }
+                            | LlmError::Inference(_)
                     );
                     self.alert(format!("extraction failed: {e}"), e.hint())?;
                     self.report.kept_per_window.push(0);
@@ -335,7 +349,10 @@ impl Pass<'_> {
                 Ok(c) => c,
                 Err(e) => {
                     self.report.extract_failures += 1;
-                    self.alert(format!("reducing a long window's candidates failed: {e}"), e.hint())?;
+                    self.alert(
+                        format!("reducing a long window's candidates failed: {e}"),
+                        e.hint(),
+                    )?;
                     self.report.kept_per_window.push(0);
                     return Ok(None);
                 }
@@ -344,7 +361,12 @@ impl Pass<'_> {
         if candidates.len() > MAX_ENTRIES {
             for c in candidates.drain(MAX_ENTRIES..) {
                 self.report.dropped_over_cap += 1;
-                self.decision(&ids, &c.to_json(), "dropped", "cap: over 8 entries in one window")?;
+                self.decision(
+                    &ids,
+                    &c.to_json(),
+                    "dropped",
+                    "cap: over 8 entries in one window",
+                )?;
             }
         }
         if candidates.is_empty() {
@@ -434,7 +456,12 @@ impl Pass<'_> {
                 self.report.judge_failures += 1;
                 for c in &candidates {
                     self.report.dropped_by_judge += 1;
-                    self.decision(ids, &c.to_json(), "dropped", "judge failed: batch dropped (fail-closed)")?;
+                    self.decision(
+                        ids,
+                        &c.to_json(),
+                        "dropped",
+                        "judge failed: batch dropped (fail-closed)",
+                    )?;
                 }
                 self.alert(
                     format!("the judge failed ({e}); {} candidate entries were dropped", candidates.len()),
@@ -452,11 +479,15 @@ impl Pass<'_> {
                 .and_then(|list| list.get(i));
             let get = |k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_bool);
             let (keep, grounded, distinctive) = (get("keep"), get("grounded"), get("distinctive"));
-            let failed: Vec<&str> = [("keep", keep), ("grounded", grounded), ("distinctive", distinctive)]
-                .into_iter()
-                .filter(|(_, b)| *b != Some(true))
-                .map(|(k, _)| k)
-                .collect();
+            let failed: Vec<&str> = [
+                ("keep", keep),
+                ("grounded", grounded),
+                ("distinctive", distinctive),
+            ]
+            .into_iter()
+            .filter(|(_, b)| *b != Some(true))
+            .map(|(k, _)| k)
+            .collect();
             if failed.is_empty() {
                 let scores = json!({"keep": true, "grounded": true, "distinctive": true,
                                     "judge": self.model.model_id()});
@@ -475,7 +506,12 @@ impl Pass<'_> {
     }
 
     /// Re-identifies, reconciles and stores what the judge kept.
-    fn store(&mut self, w: &Window, kept: Vec<(Candidate, Value)>, ids: &[String]) -> Result<(), KnowledgeError> {
+    fn store(
+        &mut self,
+        w: &Window,
+        kept: Vec<(Candidate, Value)>,
+        ids: &[String],
+    ) -> Result<(), KnowledgeError> {
         for (c, scores) in kept {
             let back = |s: &str| self.privacy.incoming(s);
             let sources: Vec<Source> = c
@@ -506,17 +542,19 @@ impl Pass<'_> {
             let now = self.now();
             let (action, id) = self.db.write(|conn| {
                 let known = rows::near_topic(conn, &entry.topic, 20)?;
-                Ok::<_, KnowledgeError>(match reconcile::decide(&entry.topic, &entry.position, &known) {
-                    Outcome::Reinforces(id) => {
-                        rows::reinforce(conn, &id, &entry.sources, now)?;
-                        ("reinforced", id)
-                    }
-                    Outcome::VariantOf(of) => {
-                        entry.variant_of = Some(of);
-                        ("variant", rows::insert(conn, &entry, now)?)
-                    }
-                    Outcome::New => ("new", rows::insert(conn, &entry, now)?),
-                })
+                Ok::<_, KnowledgeError>(
+                    match reconcile::decide(&entry.topic, &entry.position, &known) {
+                        Outcome::Reinforces(id) => {
+                            rows::reinforce(conn, &id, &entry.sources, now)?;
+                            ("reinforced", id)
+                        }
+                        Outcome::VariantOf(of) => {
+                            entry.variant_of = Some(of);
+                            ("variant", rows::insert(conn, &entry, now)?)
+                        }
+                        Outcome::New => ("new", rows::insert(conn, &entry, now)?),
+                    },
+                )
             })?;
             match action {
                 "reinforced" => self.report.reinforced += 1,

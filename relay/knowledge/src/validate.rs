@@ -116,7 +116,10 @@ pub fn candidate(v: &Value, labels: u32) -> Result<Candidate, String> {
             for s in list {
                 let n = s
                     .as_u64()
-                    .or_else(|| s.as_str().and_then(|t| t.trim_matches(['[', ']', ' ']).parse().ok()))
+                    .or_else(|| {
+                        s.as_str()
+                            .and_then(|t| t.trim_matches(['[', ']', ' ']).parse().ok())
+                    })
                     .ok_or("a source is not a line label")?;
                 if n == 0 || n > u64::from(labels) {
                     return Err(format!("source {n} is not a line of the window"));
@@ -202,8 +205,14 @@ mod tests {
         v["stability"] = Value::Null;
         v["tags"] = json!("ops, infra");
         let c = candidate(&v, 3).unwrap();
-        assert_eq!((c.confidence.as_str(), c.stability.as_str()), ("medium", "stable"));
-        assert!(c.tags.is_empty(), "tags that are not a list of strings become empty");
+        assert_eq!(
+            (c.confidence.as_str(), c.stability.as_str()),
+            ("medium", "stable")
+        );
+        assert!(
+            c.tags.is_empty(),
+            "tags that are not a list of strings become empty"
+        );
         let mut bad = good();
         bad["confidence"] = json!("very");
         assert!(candidate(&bad, 3).unwrap_err().contains("confidence"));
@@ -216,7 +225,11 @@ mod tests {
             ("topic", json!(""), "topic is empty"),
             ("position", json!(7), "position is not text"),
             ("reasoning", json!("It's important."), "too short"),
-            ("reasoning", json!("Honestly this is better, it's important to me."), "boilerplate"),
+            (
+                "reasoning",
+                json!("Honestly this is better, it's important to me."),
+                "boilerplate",
+            ),
             ("sources", json!([]), "cites no line"),
             ("sources", json!([9]), "not a line"),
             ("sources", json!("2"), "not a list"),

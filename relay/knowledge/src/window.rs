@@ -27,7 +27,11 @@ pub struct Line {
 impl Line {
     /// The line as the model reads it.
     pub fn render(&self) -> String {
-        let who = if self.user { "USER (the person)" } else { "ASSISTANT" };
+        let who = if self.user {
+            "USER (the person)"
+        } else {
+            "ASSISTANT"
+        };
         format!("[{}] {who}: {}", self.label, self.text)
     }
 
@@ -117,7 +121,11 @@ pub fn windows(mut turns: Vec<Turn>, budget: usize) -> Vec<Window> {
         .into_iter()
         .map(|t| {
             let user = t.role == "user";
-            let text = if user { t.text } else { clip(&t.text, OTHER_CHARS) };
+            let text = if user {
+                t.text
+            } else {
+                clip(&t.text, OTHER_CHARS)
+            };
             Line {
                 label: 0,
                 message_id: t.id,
@@ -263,7 +271,12 @@ mod tests {
     fn trimming_drops_the_oldest_answers_first_and_never_the_users_words() {
         let turns = vec![
             turn(1, "assistant", &"old answer ".repeat(50), &at(0)),
-            turn(2, "user", "I always pin dependencies because upgrades broke prod twice", &at(1)),
+            turn(
+                2,
+                "user",
+                "I always pin dependencies because upgrades broke prod twice",
+                &at(1),
+            ),
             turn(3, "assistant", &"newer answer ".repeat(50), &at(2)),
         ];
         let w = windows(turns, 200);
@@ -272,7 +285,11 @@ mod tests {
         assert_eq!(ids, ["m2", "m3"]);
         assert_eq!(w[0].trimmed, 1);
         let only_user = windows(vec![turn(1, "user", &"mine ".repeat(400), &at(0))], 50);
-        assert_eq!(only_user[0].lines.len(), 1, "the user's words stay even over budget");
+        assert_eq!(
+            only_user[0].lines.len(),
+            1,
+            "the user's words stay even over budget"
+        );
         assert!(only_user[0].tokens() > 50);
         assert!(only_user[0].parts(50).len() == 1);
     }
@@ -280,14 +297,28 @@ mod tests {
     #[test]
     fn parts_cover_every_line_once_under_the_budget() {
         let turns: Vec<Turn> = (0..20)
-            .map(|i| turn(i + 1, "user", &format!("point {i} {}", "x ".repeat(30)), &at(0)))
+            .map(|i| {
+                turn(
+                    i + 1,
+                    "user",
+                    &format!("point {i} {}", "x ".repeat(30)),
+                    &at(0),
+                )
+            })
             .collect();
         let w = &windows(turns, usize::MAX)[0];
         let parts = w.parts(100);
         assert!(parts.len() > 1);
-        let labels: Vec<u32> = parts.iter().flat_map(|p| p.lines.iter().map(|l| l.label)).collect();
+        let labels: Vec<u32> = parts
+            .iter()
+            .flat_map(|p| p.lines.iter().map(|l| l.label))
+            .collect();
         assert_eq!(labels, (1..=20).collect::<Vec<_>>());
-        assert!(parts.iter().all(|p| p.tokens() <= 100 || p.lines.len() == 1));
+        assert!(
+            parts
+                .iter()
+                .all(|p| p.tokens() <= 100 || p.lines.len() == 1)
+        );
     }
 
     #[test]

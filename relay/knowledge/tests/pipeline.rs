@@ -32,14 +32,21 @@ impl std::fmt::Debug for Scripted {
 }
 
 impl Scripted {
-    fn new(script: impl Fn(&str, &Request, usize) -> Result<String, LlmError> + Send + Sync + 'static) -> Self {
+    fn new(
+        script: impl Fn(&str, &Request, usize) -> Result<String, LlmError> + Send + Sync + 'static,
+    ) -> Self {
         Scripted {
             script: Box::new(script),
             seen: Mutex::new(Vec::new()),
         }
     }
     fn calls(&self, stage: &str) -> usize {
-        self.seen.lock().unwrap().iter().filter(|(s, _)| s == stage).count()
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(s, _)| s == stage)
+            .count()
     }
 }
 
@@ -144,9 +151,22 @@ fn add(c: &Corpus, conv: &str, turns: &[&str], from: u32) {
         .enumerate()
         .map(|(i, text)| {
             let ord = from + i as u32;
-            let role = if ord % 2 == 0 { Role::User } else { Role::Assistant };
+            let role = if ord.is_multiple_of(2) {
+                Role::User
+            } else {
+                Role::Assistant
+            };
             let at = format!("2026-11-20T09:{:02}:00Z", ord.min(59));
-            build_observation("browser-ext:chatgpt", conv, role, text, Some(ord), None, &at, client.clone())
+            build_observation(
+                "browser-ext:chatgpt",
+                conv,
+                role,
+                text,
+                Some(ord),
+                None,
+                &at,
+                client.clone(),
+            )
         })
         .collect();
     let origin = Origin {
@@ -196,8 +216,18 @@ fn audit(c: &Corpus, kind: &str) -> Vec<Value> {
 }
 
 const TOPICS: [&str; 12] = [
-    "dependency pinning", "code review", "release timing", "error handling", "logging", "naming",
-    "documentation", "benchmarks", "migrations", "backups", "secrets", "onboarding",
+    "dependency pinning",
+    "code review",
+    "release timing",
+    "error handling",
+    "logging",
+    "naming",
+    "documentation",
+    "benchmarks",
+    "migrations",
+    "backups",
+    "secrets",
+    "onboarding",
 ];
 
 const TALK: &[&str] = &[
@@ -211,48 +241,94 @@ const TALK: &[&str] = &[
 fn at_most_eight_entries_per_window_whatever_the_model_returns() {
     let c = corpus(&[("a", TALK)]);
     let model = Scripted::new(|st, req, _| match st {
-        "extract" => Ok(entries(TOPICS.iter().map(|t| entry(t, &format!("Always {t}, without exception"), &[1])).collect())),
+        "extract" => Ok(entries(
+            TOPICS
+                .iter()
+                .map(|t| entry(t, &format!("Always {t}, without exception"), &[1]))
+                .collect(),
+        )),
         _ => Ok(keep_all(req)),
     });
     let r = run(&c, &model);
     assert_eq!((r.windows, r.candidates, r.dropped_over_cap), (1, 12, 4));
     assert_eq!(stored(&c, None).len(), 8);
     assert_eq!(r.kept_per_window, [8]);
-    let judged = model.seen.lock().unwrap().iter().find(|(s, _)| s == "judge").map(|(_, r)| r.user.clone()).unwrap();
-    assert!(judged.contains("\n8. ") && !judged.contains("\n9. "), "the judge saw only the first eight");
-    let drops: Vec<Value> = audit(&c, "decision").into_iter().filter(|d| d["why"].as_str().unwrap_or("").starts_with("cap")).collect();
+    let judged = model
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(s, _)| s == "judge")
+        .map(|(_, r)| r.user.clone())
+        .unwrap();
+    assert!(
+        judged.contains("\n8. ") && !judged.contains("\n9. "),
+        "the judge saw only the first eight"
+    );
+    let drops: Vec<Value> = audit(&c, "decision")
+        .into_iter()
+        .filter(|d| d["why"].as_str().unwrap_or("").starts_with("cap"))
+        .collect();
     assert_eq!(drops.len(), 4);
     // Every entry is pending, cites a stored message of the window, and carries its model and prompt version.
-    let ids: Vec<String> = c.db.read(|conn| Ok::<_, personkit_store::DbError>(rows::turns_after(conn, 0, 100)?)).unwrap().into_iter().map(|t| t.id).collect();
+    let ids: Vec<String> =
+        c.db.read(|conn| rows::turns_after(conn, 0, 100))
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
     for e in stored(&c, None) {
         assert_eq!(e.status, "pending");
         assert_eq!(e.model.as_deref(), Some("scripted:test"));
         assert_eq!(e.prompt_version.as_deref(), Some("knowledge-v1"));
-        assert!(e.sources.iter().all(|s| ids.contains(&s.message_id)), "{:?}", e.sources);
+        assert!(
+            e.sources.iter().all(|s| ids.contains(&s.message_id)),
+            "{:?}",
+            e.sources
+        );
         assert_eq!(e.scores.as_ref().unwrap()["grounded"], json!(true));
     }
 }
 
 #[test]
 fn the_judge_fails_closed_on_error_garbage_and_timeout_and_raises_an_alert() {
-    let failures: [(&str, fn(usize) -> Result<String, LlmError>); 3] = [
-        ("error", |_| Err(LlmError::Inference("model crashed".into()))),
+    type Judge = fn(usize) -> Result<String, LlmError>;
+    let failures: [(&str, Judge); 3] = [
+        ("error", |_| {
+            Err(LlmError::Inference("model crashed".into()))
+        }),
         ("garbage", |_| Ok("I think they are all fine!".into())),
-        ("timeout", |_| Err(LlmError::Timeout(Duration::from_secs(5)))),
+        ("timeout", |_| {
+            Err(LlmError::Timeout(Duration::from_secs(5)))
+        }),
     ];
     for (name, judge) in failures {
         let c = corpus(&[("a", TALK)]);
         let model = Scripted::new(move |st, _, n| match st {
-            "extract" => Ok(entries(vec![entry("dependency pinning", "Pin every dependency", &[1])])),
+            "extract" => Ok(entries(vec![entry(
+                "dependency pinning",
+                "Pin every dependency",
+                &[1],
+            )])),
             _ => judge(n),
         });
         let r = run(&c, &model);
         assert_eq!(r.judge_failures, 1, "{name}");
-        assert!(stored(&c, None).is_empty(), "{name}: nothing unjudged is stored");
+        assert!(
+            stored(&c, None).is_empty(),
+            "{name}: nothing unjudged is stored"
+        );
         let a = alert(&c).unwrap_or_else(|| panic!("{name}: no alert"));
-        assert!(a["message"].as_str().unwrap().contains("judge failed"), "{name}: {a}");
+        assert!(
+            a["message"].as_str().unwrap().contains("judge failed"),
+            "{name}: {a}"
+        );
         let expected_calls = if name == "garbage" { 2 } else { 1 };
-        assert_eq!(model.calls("judge"), expected_calls, "{name}: one retry for an unusable answer only");
+        assert_eq!(
+            model.calls("judge"),
+            expected_calls,
+            "{name}: one retry for an unusable answer only"
+        );
     }
 }
 
@@ -261,9 +337,17 @@ fn a_judge_that_answers_after_one_retry_is_heard_and_each_failed_question_drops_
     let c = corpus(&[("a", TALK)]);
     let model = Scripted::new(|st, req, n| match (st, n) {
         ("extract", _) => Ok(entries(vec![
-            entry("dependency pinning", "Pin every dependency to exact versions", &[1]),
+            entry(
+                "dependency pinning",
+                "Pin every dependency to exact versions",
+                &[1],
+            ),
             entry("lockfile review", "Review lockfile changes by hand", &[3]),
-            entry("code style", "Tabs are better than spaces for everyone", &[1]),
+            entry(
+                "code style",
+                "Tabs are better than spaces for everyone",
+                &[1],
+            ),
             entry("release timing", "Never ship on a Friday afternoon", &[1]),
         ])),
         ("judge", 1) => Ok("```json\n{\"verdicts\": [oops".into()),
@@ -276,8 +360,14 @@ fn a_judge_that_answers_after_one_retry_is_heard_and_each_failed_question_drops_
     let r = run(&c, &model);
     assert_eq!(r.judge_failures, 0);
     assert_eq!((r.new_entries, r.dropped_by_judge), (2, 2));
-    let whys: Vec<String> = audit(&c, "decision").iter().filter_map(|d| d["why"].as_str().map(str::to_owned)).collect();
-    assert!(whys.iter().any(|w| w == "judge: not distinctive"), "{whys:?}");
+    let whys: Vec<String> = audit(&c, "decision")
+        .iter()
+        .filter_map(|d| d["why"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        whys.iter().any(|w| w == "judge: not distinctive"),
+        "{whys:?}"
+    );
     assert!(whys.iter().any(|w| w == "judge: not grounded"), "{whys:?}");
     assert!(alert(&c).is_none());
 }
@@ -298,28 +388,58 @@ fn malformed_entries_are_dropped_not_guessed_and_defaults_fill_only_what_is_miss
             no_source["sources"] = json!([]);
             let mut out_of_window = entry("reviews", "Review by hand", &[42]);
             out_of_window["sources"] = json!([42]);
-            Ok(entries(vec![no_conf, boiler, bad_type, no_source, out_of_window]))
+            Ok(entries(vec![
+                no_conf,
+                boiler,
+                bad_type,
+                no_source,
+                out_of_window,
+            ]))
         }
         _ => Ok(keep_all(req)),
     });
     let r = run(&c, &model);
     assert_eq!((r.candidates, r.dropped_invalid, r.new_entries), (5, 4, 1));
     let e = &stored(&c, None)[0];
-    assert_eq!((e.confidence.as_str(), e.stability.as_str()), ("medium", "stable"));
-    let whys: Vec<String> = audit(&c, "decision").iter().filter_map(|d| d["why"].as_str().map(str::to_owned)).collect();
-    for want in ["reasoning is too short", "type \"opinion\"", "cites no line", "not a line of the window"] {
+    assert_eq!(
+        (e.confidence.as_str(), e.stability.as_str()),
+        ("medium", "stable")
+    );
+    let whys: Vec<String> = audit(&c, "decision")
+        .iter()
+        .filter_map(|d| d["why"].as_str().map(str::to_owned))
+        .collect();
+    for want in [
+        "reasoning is too short",
+        "type \"opinion\"",
+        "cites no line",
+        "not a line of the window",
+    ] {
         assert!(whys.iter().any(|w| w.contains(want)), "{want}: {whys:?}");
     }
 }
 
 #[test]
-fn the_same_position_again_reinforces_a_different_one_is_a_variant_and_a_pass_reads_only_new_turns() {
+fn the_same_position_again_reinforces_a_different_one_is_a_variant_and_a_pass_reads_only_new_turns()
+{
     let c = corpus(&[("a", TALK)]);
     let model = Scripted::new(|st, req, n| match (st, n) {
-        ("extract", 1) => Ok(entries(vec![entry("dependency pinning", "Pin every dependency to an exact version", &[1])])),
+        ("extract", 1) => Ok(entries(vec![entry(
+            "dependency pinning",
+            "Pin every dependency to an exact version",
+            &[1],
+        )])),
         ("extract", 2) => Ok(entries(vec![
-            entry("dependency pinning", "Pin each dependency to an exact version", &[1]),
-            entry("pinning dependencies", "Let throwaway prototypes float on the latest versions", &[1]),
+            entry(
+                "dependency pinning",
+                "Pin each dependency to an exact version",
+                &[1],
+            ),
+            entry(
+                "pinning dependencies",
+                "Let throwaway prototypes float on the latest versions",
+                &[1],
+            ),
         ])),
         ("extract", _) => Ok(entries(vec![])),
         _ => Ok(keep_all(req)),
@@ -327,29 +447,71 @@ fn the_same_position_again_reinforces_a_different_one_is_a_variant_and_a_pass_re
     let first = run(&c, &model);
     assert_eq!(first.new_entries, 1);
     let again = run(&c, &model);
-    assert_eq!((again.turns, again.calls), (0, 0), "nothing new, nothing sent");
-    add(&c, "b", &["For a throwaway prototype I let dependencies float: speed matters more than stability there.", "ok"], 0);
+    assert_eq!(
+        (again.turns, again.calls),
+        (0, 0),
+        "nothing new, nothing sent"
+    );
+    add(
+        &c,
+        "b",
+        &[
+            "For a throwaway prototype I let dependencies float: speed matters more than stability there.",
+            "ok",
+        ],
+        0,
+    );
     let second = run(&c, &model);
-    assert_eq!((second.turns, second.reinforced, second.variants, second.new_entries), (2, 1, 1, 0));
+    assert_eq!(
+        (
+            second.turns,
+            second.reinforced,
+            second.variants,
+            second.new_entries
+        ),
+        (2, 1, 1, 0)
+    );
     let all = stored(&c, None);
     assert_eq!(all.len(), 2, "no duplicate");
     let root = all.iter().find(|e| e.variant_of.is_none()).unwrap();
     let variant = all.iter().find(|e| e.variant_of.is_some()).unwrap();
     assert_eq!(variant.variant_of.as_deref(), Some(root.id.as_str()));
     assert_eq!(root.reinforced, 1);
-    assert_eq!(root.sources.len(), 2, "the reinforcing window's turn is a source too");
+    assert_eq!(
+        root.sources.len(),
+        2,
+        "the reinforcing window's turn is a source too"
+    );
 }
 
 #[test]
 fn a_model_that_goes_away_stops_the_pass_and_the_next_pass_reads_the_same_turns() {
     let c = corpus(&[("a", TALK), ("b", TALK)]);
-    let down = Scripted::new(|_, _, _| Err(LlmError::Http { url: "http://127.0.0.1:9/v1".into(), message: "connection refused".into() }));
+    let down = Scripted::new(|_, _, _| {
+        Err(LlmError::Http {
+            url: "http://127.0.0.1:9/v1".into(),
+            message: "connection refused".into(),
+        })
+    });
     let r = run(&c, &down);
     assert!(r.stopped.is_some());
-    assert_eq!(down.calls("extract"), 1, "the pass stops at the first unreachable call");
-    assert!(alert(&c).unwrap()["message"].as_str().unwrap().contains("extraction failed"));
+    assert_eq!(
+        down.calls("extract"),
+        1,
+        "the pass stops at the first unreachable call"
+    );
+    assert!(
+        alert(&c).unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("extraction failed")
+    );
     let up = Scripted::new(|st, req, _| match st {
-        "extract" => Ok(entries(vec![entry("dependency pinning", "Pin every dependency", &[1])])),
+        "extract" => Ok(entries(vec![entry(
+            "dependency pinning",
+            "Pin every dependency",
+            &[1],
+        )])),
         _ => Ok(keep_all(req)),
     });
     let r = run(&c, &up);
@@ -362,51 +524,123 @@ fn forgetting_removes_entries_drawn_only_from_the_thread_and_marks_the_others() 
     let c = corpus(&[("a", TALK)]);
     let model = Scripted::new(|st, req, n| match (st, n) {
         ("extract", 1) => Ok(entries(vec![
-            entry("dependency pinning", "Pin every dependency to an exact version", &[1]),
+            entry(
+                "dependency pinning",
+                "Pin every dependency to an exact version",
+                &[1],
+            ),
             entry("lockfile review", "Review lockfile changes by hand", &[3]),
         ])),
-        ("extract", _) => Ok(entries(vec![entry("dependency pinning", "Pin every dependency to an exact version", &[1])])),
+        ("extract", _) => Ok(entries(vec![entry(
+            "dependency pinning",
+            "Pin every dependency to an exact version",
+            &[1],
+        )])),
         _ => Ok(keep_all(req)),
     });
     run(&c, &model);
-    add(&c, "b", &["Again: exact versions for every dependency, no ranges.", "noted"], 0);
+    add(
+        &c,
+        "b",
+        &[
+            "Again: exact versions for every dependency, no ranges.",
+            "noted",
+        ],
+        0,
+    );
     run(&c, &model);
     let before = stored(&c, None);
     assert_eq!(before.len(), 2);
-    let thread_a = personkit_shared::ids::thread_id("browser-ext:chatgpt", "a").hyphenated().to_string();
-    c.db.write(|conn| forget::forget(conn, &Selection::thread(&thread_a), c.clock.now())).unwrap();
+    let thread_a = personkit_shared::ids::thread_id("browser-ext:chatgpt", "a")
+        .hyphenated()
+        .to_string();
+    c.db.write(|conn| forget::forget(conn, &Selection::thread(&thread_a), c.clock.now()))
+        .unwrap();
     let after = stored(&c, None);
-    assert_eq!(after.len(), 1, "the lockfile entry rested on thread a alone");
+    assert_eq!(
+        after.len(),
+        1,
+        "the lockfile entry rested on thread a alone"
+    );
     assert_eq!(after[0].topic, "dependency pinning");
     assert!(after[0].sources_forgotten);
     assert!(after[0].sources.iter().all(|s| s.thread_id != thread_a));
-    let searchable = c.db.read(|conn| rows::entries(conn, &Filter { words: Some("lockfile".into()), limit: 10, ..Filter::default() })).unwrap();
+    let searchable =
+        c.db.read(|conn| {
+            rows::entries(
+                conn,
+                &Filter {
+                    words: Some("lockfile".into()),
+                    limit: 10,
+                    ..Filter::default()
+                },
+            )
+        })
+        .unwrap();
     assert!(searchable.is_empty(), "the forgotten entry left the index");
-    let about_a: Vec<Value> = c.db.read(|conn| rows::audit_log(conn, None, 1000)).unwrap().into_iter().filter(|r| r.detail.to_string().contains("lockfile")).map(|r| r.detail).collect();
-    assert!(about_a.is_empty(), "audit rows about the forgotten turns keep no content: {about_a:?}");
+    let about_a: Vec<Value> =
+        c.db.read(|conn| rows::audit_log(conn, None, 1000))
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.detail.to_string().contains("lockfile"))
+            .map(|r| r.detail)
+            .collect();
+    assert!(
+        about_a.is_empty(),
+        "audit rows about the forgotten turns keep no content: {about_a:?}"
+    );
 }
 
 #[test]
 fn a_window_longer_than_one_call_is_read_in_parts_and_reduced_to_at_most_eight() {
     // Six turns (too few to cut at a time gap) whose three user turns alone are over the budget.
     let long: Vec<String> = (0..6)
-        .map(|i| format!("Point {i}: {}", "I prefer explicit error types over strings because callers must branch on them. ".repeat(12)))
+        .map(|i| {
+            format!(
+                "Point {i}: {}",
+                "I prefer explicit error types over strings because callers must branch on them. "
+                    .repeat(12)
+            )
+        })
         .collect();
     let turns: Vec<&str> = long.iter().map(String::as_str).collect();
     let c = corpus(&[("a", &turns)]);
     let model = Scripted::new(|st, req, _| match st {
-        "extract" => Ok(entries(TOPICS[..5].iter().map(|t| entry(t, &format!("Always {t}, without exception"), &[1])).collect())),
+        "extract" => Ok(entries(
+            TOPICS[..5]
+                .iter()
+                .map(|t| entry(t, &format!("Always {t}, without exception"), &[1]))
+                .collect(),
+        )),
         "reduce" => {
-            assert!(req.user.lines().filter(|l| l.starts_with('{')).count() > 8, "the reduce step reads every part's candidates");
-            Ok(entries(TOPICS.iter().map(|t| entry(t, &format!("Always {t}, merged"), &[1, 2])).collect()))
+            assert!(
+                req.user.lines().filter(|l| l.starts_with('{')).count() > 8,
+                "the reduce step reads every part's candidates"
+            );
+            Ok(entries(
+                TOPICS
+                    .iter()
+                    .map(|t| entry(t, &format!("Always {t}, merged"), &[1, 2]))
+                    .collect(),
+            ))
         }
         _ => Ok(keep_all(req)),
     });
-    let s = Settings { window_tokens: 400, ..settings() };
+    let s = Settings {
+        window_tokens: 400,
+        ..settings()
+    };
     let r = run_once(&c.db, &model, &s, &c.clock, &mut |_| {}).unwrap();
     assert_eq!((r.windows, r.split_windows), (1, 1));
     assert!(model.calls("extract") >= 2, "read in parts");
     assert_eq!(model.calls("reduce"), 1);
-    assert!(r.kept_per_window[0] <= 8 && r.kept_per_window[0] > 0, "{:?}", r.kept_per_window);
-    assert_eq!(r.dropped_over_cap, 4, "the reduce step returned 12; the cap holds");
+    assert!(
+        r.kept_per_window[0] <= 8 && r.kept_per_window[0] > 0,
+        "{:?}",
+        r.kept_per_window
+    );
+    assert_eq!(
+        r.dropped_over_cap, 4,
+        "the reduce step returned 12; the cap holds"
+    );
 }

@@ -106,10 +106,19 @@ mod tests {
     fn json_is_found_in_fences_prose_and_with_trailing_commas() {
         let cases = [
             ("{\"a\": 1}", json!({"a": 1})),
-            ("Sure! Here it is:\n```json\n{\"a\": [1, 2,],}\n```\nHope that helps.", json!({"a": [1, 2]})),
-            ("[{\"k\": \"a } in a string, ]\"}]", json!([{"k": "a } in a string, ]"}])),
+            (
+                "Sure! Here it is:\n```json\n{\"a\": [1, 2,],}\n```\nHope that helps.",
+                json!({"a": [1, 2]}),
+            ),
+            (
+                "[{\"k\": \"a } in a string, ]\"}]",
+                json!([{"k": "a } in a string, ]"}]),
+            ),
             ("noise {not json} then {\"b\": true}", json!({"b": true})),
-            ("{\"s\": \"quote \\\" inside\"}", json!({"s": "quote \" inside"})),
+            (
+                "{\"s\": \"quote \\\" inside\"}",
+                json!({"s": "quote \" inside"}),
+            ),
         ];
         for (text, want) in cases {
             assert_eq!(find_json(text), Some(want), "{text}");

@@ -14,14 +14,14 @@
 
 pub mod config;
 pub mod json;
-pub mod openai;
 pub mod local;
+pub mod openai;
 pub mod shape;
 pub mod structured;
 
 pub use config::{LlmConfig, LlmKind, open};
-pub use openai::OpenAiChat;
 pub use local::{LocalModel, LocalOptions};
+pub use openai::OpenAiChat;
 pub use shape::Shape;
 pub use structured::{Structured, structured, structured_with};
 

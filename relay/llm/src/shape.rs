@@ -166,7 +166,10 @@ mod tests {
         Shape::object([
             ("type", Shape::one_of(["decision", "standard"])),
             ("topic", Shape::Text { max_chars: 10 }),
-            ("sources", Shape::array_of(Shape::Int { min: 1, max: 3 }, 1, 2)),
+            (
+                "sources",
+                Shape::array_of(Shape::Int { min: 1, max: 3 }, 1, 2),
+            ),
             ("keep", Shape::Bool),
         ])
     }
@@ -201,7 +204,10 @@ mod tests {
                 "$.topic: missing",
             ),
             (json!([1]), "$: expected an object"),
-            (json!({"type": "decision", "topic": "t", "sources": [], "keep": true}), "$.sources: 0 items, at least 1"),
+            (
+                json!({"type": "decision", "topic": "t", "sources": [], "keep": true}),
+                "$.sources: 0 items, at least 1",
+            ),
         ];
         for (v, want) in cases {
             let err = entry().check(&v).unwrap_err();

@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use rmcp::RoleServer;
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_router};
@@ -200,7 +200,11 @@ impl Personkit {
             .read(move |conn, _| approved(conn, words, limit))
             .await
             .map_err(|f| fail("get_knowledge", f))?;
-        let mut text = format!("{} approved entr{}", entries.len(), if entries.len() == 1 { "y" } else { "ies" });
+        let mut text = format!(
+            "{} approved entr{}",
+            entries.len(),
+            if entries.len() == 1 { "y" } else { "ies" }
+        );
         if entries.is_empty() {
             text.push_str(" (the user approves entries in the dashboard's Knowledge page or with `personkit knowledge approve`)");
         }
@@ -237,8 +241,14 @@ impl Personkit {
             .map_err(|e| fail("propose_knowledge", Fail::Internal(e.to_string())))?
             .map_err(|f| fail("propose_knowledge", f))?;
         let text = match filed.outcome.as_str() {
-            "reinforced" => format!("a known entry ({}) already says this; your sources were added to it", filed.id),
-            _ => format!("filed as pending entry {}; the user will approve or reject it", filed.id),
+            "reinforced" => format!(
+                "a known entry ({}) already says this; your sources were added to it",
+                filed.id
+            ),
+            _ => format!(
+                "filed as pending entry {}; the user will approve or reject it",
+                filed.id
+            ),
         };
         answer(text, &filed)
     }

@@ -363,7 +363,11 @@ pub fn edit(conn: &Connection, id: &str, e: &Edit, now: OffsetDateTime) -> Resul
 }
 
 /// How many entries `origin` proposed since `since` (the per-agent rate limit).
-pub fn proposed_since(conn: &Connection, origin: &str, since: OffsetDateTime) -> Result<u64, DbError> {
+pub fn proposed_since(
+    conn: &Connection,
+    origin: &str,
+    since: OffsetDateTime,
+) -> Result<u64, DbError> {
     Ok(conn.query_row(
         "SELECT count(*) FROM knowledge_entries WHERE origin = ?1 AND created_at >= ?2",
         params![origin, fmt_time(since)],
@@ -407,7 +411,11 @@ pub fn audit(
 }
 
 /// The newest audit rows, newest first, optionally of one kind.
-pub fn audit_log(conn: &Connection, kind: Option<&str>, limit: u32) -> Result<Vec<AuditRow>, DbError> {
+pub fn audit_log(
+    conn: &Connection,
+    kind: Option<&str>,
+    limit: u32,
+) -> Result<Vec<AuditRow>, DbError> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, at, run_id, kind, messages, detail FROM knowledge_audit
          WHERE (?1 IS NULL OR kind = ?1) ORDER BY id DESC LIMIT ?2",
@@ -432,7 +440,11 @@ pub fn audit_log(conn: &Connection, kind: Option<&str>, limit: u32) -> Result<Ve
 /// A named value of the pipeline's state.
 pub fn state(conn: &Connection, key: &str) -> Result<Option<String>, DbError> {
     Ok(conn
-        .query_row("SELECT value FROM knowledge_state WHERE key = ?1", [key], |r| r.get(0))
+        .query_row(
+            "SELECT value FROM knowledge_state WHERE key = ?1",
+            [key],
+            |r| r.get(0),
+        )
         .optional()?)
 }
 
@@ -451,7 +463,8 @@ pub fn set_state(conn: &Connection, key: &str, value: Option<&str>) -> Result<()
 
 /// The pseudonym map: (pseudonym, real name).
 pub fn pseudonyms(conn: &Connection) -> Result<Vec<(String, String)>, DbError> {
-    let mut stmt = conn.prepare_cached("SELECT pseudonym, real FROM pseudonyms ORDER BY pseudonym")?;
+    let mut stmt =
+        conn.prepare_cached("SELECT pseudonym, real FROM pseudonyms ORDER BY pseudonym")?;
     let rows = stmt
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<Vec<_>, _>>()?;
@@ -650,7 +663,18 @@ mod tests {
         assert_eq!(by_new_topic.len(), 1);
         assert_eq!(by_new_topic[0].id, b);
         assert!(near_topic(&conn, "code review", 5).unwrap().is_empty());
-        assert!(reinforce(&conn, &b, &[Source { message_id: "m3".into(), thread_id: "t2".into() }], now).unwrap());
+        assert!(
+            reinforce(
+                &conn,
+                &b,
+                &[Source {
+                    message_id: "m3".into(),
+                    thread_id: "t2".into()
+                }],
+                now
+            )
+            .unwrap()
+        );
         let b2 = entry(&conn, &b).unwrap().unwrap();
         assert_eq!((b2.reinforced, b2.sources.len()), (1, 2));
     }
@@ -665,8 +689,19 @@ mod tests {
         assert_eq!(state(&conn, "cursor").unwrap(), None);
         add_pseudonyms(&conn, &[("Person_A1B2".into(), "Ana".into())], now).unwrap();
         add_pseudonyms(&conn, &[("Person_A1B2".into(), "Other".into())], now).unwrap();
-        assert_eq!(pseudonyms(&conn).unwrap(), vec![("Person_A1B2".into(), "Ana".into())]);
-        audit(&conn, "r1", "call", &["m1".into()], &serde_json::json!({"outcome": "ok"}), now).unwrap();
+        assert_eq!(
+            pseudonyms(&conn).unwrap(),
+            vec![("Person_A1B2".into(), "Ana".into())]
+        );
+        audit(
+            &conn,
+            "r1",
+            "call",
+            &["m1".into()],
+            &serde_json::json!({"outcome": "ok"}),
+            now,
+        )
+        .unwrap();
         let log = audit_log(&conn, None, 10).unwrap();
         assert_eq!(log[0].messages, vec!["m1".to_string()]);
         assert_eq!(log[0].detail["outcome"], "ok");

@@ -89,7 +89,8 @@ pub fn health(a: JsonArgs) -> anyhow::Result<()> {
     };
     let warnings: Vec<_> = harvest.iter().flat_map(|s| s.warnings.clone()).collect();
     let only_copies: u64 = harvest.iter().map(|s| s.only_copies).sum();
-    let knowledge = personkit_knowledge::health(&conn, &personkit_llm::LlmConfig::load(Some(&a.db.path())))?;
+    let knowledge =
+        personkit_knowledge::health(&conn, &personkit_llm::LlmConfig::load(Some(&a.db.path())))?;
     if a.json {
         let mut v = serde_json::to_value(&report)?;
         v["storage"] = serde_json::to_value(&storage)?;
@@ -122,14 +123,19 @@ pub fn health(a: JsonArgs) -> anyhow::Result<()> {
         knowledge.entries.rejected
     );
     if knowledge.pipeline == "on" {
-        println!("           daily at {:02}:00; scrubbing {}", knowledge.hour, knowledge.scrubbing);
+        println!(
+            "           daily at {:02}:00; scrubbing {}",
+            knowledge.hour, knowledge.scrubbing
+        );
     }
     if let Some(alert) = &knowledge.alert {
         println!(
             "ALERT knowledge: {} ({})\n           → {}",
             alert["message"].as_str().unwrap_or("?"),
             alert["at"].as_str().unwrap_or("?"),
-            alert["hint"].as_str().unwrap_or("see `personkit knowledge audit --kind alert`")
+            alert["hint"]
+                .as_str()
+                .unwrap_or("see `personkit knowledge audit --kind alert`")
         );
     }
     println!("corpus     {}", storage.path);

@@ -138,22 +138,29 @@ pub fn run(c: KnowledgeCommand) -> anyhow::Result<()> {
 
 fn open_db(db: &DbArg) -> anyhow::Result<Db> {
     db.open_existing()?;
-    Db::open(&db.path()).with_context(|| format!("cannot open the corpus at {}", db.path().display()))
+    Db::open(&db.path())
+        .with_context(|| format!("cannot open the corpus at {}", db.path().display()))
 }
 
 fn run_pass(a: RunArgs) -> anyhow::Result<()> {
     if !a.once {
-        bail!("say `--once`: the daily pass is made by `personkit serve` (at [knowledge] hour, 22 by default)");
+        bail!(
+            "say `--once`: the daily pass is made by `personkit serve` (at [knowledge] hour, 22 by default)"
+        );
     }
     let path = a.db.path();
-    let cfg = LlmConfig::load(Some(&path)).map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))?;
-    let Some(model) = personkit_llm::open(&cfg).map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))? else {
+    let cfg =
+        LlmConfig::load(Some(&path)).map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))?;
+    let Some(model) =
+        personkit_llm::open(&cfg).map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))?
+    else {
         bail!(
             "no language model is configured, so the knowledge pipeline is off\n\
              hint: set [llm] kind = \"local\" with model_path = a GGUF file, or kind = \"openai\" with base_url and model, in ~/.dotperson/config.toml"
         );
     };
-    let mut settings = Settings::load(cfg.file.as_deref()).map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))?;
+    let mut settings = Settings::load(cfg.file.as_deref())
+        .map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))?;
     settings.max_tokens = cfg.max_tokens;
     settings.call_timeout = cfg.timeout();
     let db = open_db(&a.db)?;
@@ -243,7 +250,9 @@ fn list(a: ListArgs) -> anyhow::Result<()> {
         })
         .collect();
     print_table(
-        &["ID", "STATUS", "TYPE", "TOPIC", "POSITION", "CONF", "FROM", "SOURCES"],
+        &[
+            "ID", "STATUS", "TYPE", "TOPIC", "POSITION", "CONF", "FROM", "SOURCES",
+        ],
         &table,
     )
 }
@@ -263,7 +272,7 @@ fn resolve(conn: &personkit_store::Connection, id: &str) -> anyhow::Result<rows:
         )?;
         let hits: Vec<_> = all.into_iter().filter(|e| e.id.starts_with(id)).collect();
         if hits.len() == 1 {
-            return Ok(hits.into_iter().next().context("one hit")?);
+            return hits.into_iter().next().context("one hit");
         }
         if hits.len() > 1 {
             bail!("{id} matches {} entries: give more of the id", hits.len());
@@ -284,10 +293,25 @@ fn show(a: IdArgs) -> anyhow::Result<()> {
     if let Some(c) = &e.context {
         println!("context:    {c}");
     }
-    println!("confidence: {}, stability: {}, tags: {}", e.confidence, e.stability, e.tags.join(", "));
-    println!("from:       {}{}", e.origin, e.reason.as_deref().map(|r| format!(" — {r}")).unwrap_or_default());
+    println!(
+        "confidence: {}, stability: {}, tags: {}",
+        e.confidence,
+        e.stability,
+        e.tags.join(", ")
+    );
+    println!(
+        "from:       {}{}",
+        e.origin,
+        e.reason
+            .as_deref()
+            .map(|r| format!(" — {r}"))
+            .unwrap_or_default()
+    );
     if let Some(m) = &e.model {
-        println!("model:      {m} ({})", e.prompt_version.as_deref().unwrap_or("-"));
+        println!(
+            "model:      {m} ({})",
+            e.prompt_version.as_deref().unwrap_or("-")
+        );
     }
     if let Some(v) = &e.variant_of {
         println!("variant of: {v}");

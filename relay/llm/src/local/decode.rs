@@ -566,7 +566,13 @@ impl<S: LogitSource, V: Vocabulary> Shaped<'_, S, V> {
         Ok(())
     }
 
-    fn array(&mut self, items: &Shape, min: usize, max: usize, after: usize) -> Result<(), LlmError> {
+    fn array(
+        &mut self,
+        items: &Shape,
+        min: usize,
+        max: usize,
+        after: usize,
+    ) -> Result<(), LlmError> {
         self.force("[");
         let mut n = 0;
         while n < max {
@@ -894,7 +900,10 @@ mod tests {
             Shape::array(Shape::array(Shape::one_of(["x", "y"]), 2), 2),
             // A list with a minimum: the model's wish to close it early is overruled.
             Shape::array_of(Shape::Int { min: 1, max: 9 }, 2, 4),
-            Shape::object([("sources", Shape::array_of(Shape::Int { min: 1, max: 3 }, 1, 6))]),
+            Shape::object([(
+                "sources",
+                Shape::array_of(Shape::Int { min: 1, max: 3 }, 1, 6),
+            )]),
         ];
         for (i, shape) in shapes.iter().enumerate() {
             for seed in 0..20 {
