@@ -155,18 +155,22 @@ fn boilerplate_check(reasoning: &str) -> Result<(), String> {
             "reasoning is too short to say why ({chars} characters, {words} words)"
         ));
     }
-    let lower = reasoning.to_lowercase();
-    let lower = lower.trim_end_matches(['.', '!']);
+    // Boilerplate: once the stock phrases are taken out, too few words of substance are left.
+    let mut rest = reasoning.to_lowercase();
+    let mut found = None;
     for phrase in BOILERPLATE {
-        if let Some(rest) = lower.find(phrase).map(|i| {
-            let mut r = lower.to_owned();
-            r.replace_range(i..i + phrase.len(), "");
-            r
-        }) {
-            // The phrase is boilerplate when little else is said beside it.
-            if rest.split_whitespace().count() < 6 {
-                return Err(format!("reasoning is boilerplate ({phrase:?})"));
-            }
+        if rest.contains(phrase) {
+            found.get_or_insert(*phrase);
+            rest = rest.replace(phrase, " ");
+        }
+    }
+    if let Some(phrase) = found {
+        let substance = rest
+            .split(|c: char| !c.is_alphanumeric() && c != '\'')
+            .filter(|w| w.chars().filter(|c| c.is_alphanumeric()).count() >= 4)
+            .count();
+        if substance < 4 {
+            return Err(format!("reasoning is boilerplate ({phrase:?})"));
         }
     }
     Ok(())
