@@ -26,6 +26,15 @@ type Check<'a> = &'a dyn Fn(&Value) -> Result<(), String>;
 /// Tokens the instructions and the answer format take beside the material.
 const PROMPT_OVERHEAD: usize = 700;
 
+/// The check of an extraction or reduce answer: a list of entries, each validated on its own afterwards (one bad
+/// entry is dropped, not the answer).
+fn has_entries(v: &Value) -> Result<(), String> {
+    v.get("entries")
+        .and_then(Value::as_array)
+        .map(|_| ())
+        .ok_or_else(|| "no \"entries\" list".to_owned())
+}
+
 /// What a pass did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
@@ -257,13 +266,7 @@ impl Pass<'_> {
             prompt::extract_user(&part.text(), which),
             prompt::entries_shape(labels),
         );
-        let has_list = |v: &Value| -> Result<(), String> {
-            v.get("entries")
-                .and_then(Value::as_array)
-                .map(|_| ())
-                .ok_or_else(|| "no \"entries\" list".to_owned())
-        };
-        let value = match self.call("extract", &req, ids, Some(&has_list))? {
+        let value = match self.call("extract", &req, ids, Some(&has_entries))? {
             Ok(v) => v,
             Err(e) => return Ok(Err(e)),
         };
@@ -401,13 +404,7 @@ impl Pass<'_> {
                     prompt::reduce_user(&list),
                     prompt::entries_shape(labels),
                 );
-                let has_list = |v: &Value| -> Result<(), String> {
-                    v.get("entries")
-                        .and_then(Value::as_array)
-                        .map(|_| ())
-                        .ok_or_else(|| "no \"entries\" list".to_owned())
-                };
-                let value = match self.call("reduce", &req, ids, Some(&has_list))? {
+                let value = match self.call("reduce", &req, ids, Some(&has_entries))? {
                     Ok(v) => v,
                     Err(e) => return Ok(Err(e)),
                 };

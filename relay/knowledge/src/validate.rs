@@ -78,6 +78,14 @@ pub fn candidate(v: &Value, labels: u32) -> Result<Candidate, String> {
     let topic = text("topic")?;
     let position = text("position")?;
     let reasoning = text("reasoning")?;
+    for (k, v) in [
+        ("topic", &topic),
+        ("position", &position),
+        ("reasoning", &reasoning),
+    ] {
+        repetition_check(k, v)?;
+    }
+    meta_check(&topic, &position)?;
     boilerplate_check(&reasoning)?;
     let choice = |k: &str, allowed: &[&str], default: &str| -> Result<String, String> {
         match obj.get(k) {
@@ -176,6 +184,54 @@ fn boilerplate_check(reasoning: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Text that says one thing over and over (a small model's loop) is no entry.
+fn repetition_check(field: &str, text: &str) -> Result<(), String> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    if words.len() < 8 {
+        return Ok(());
+    }
+    let distinct: std::collections::HashSet<&String> = words.iter().collect();
+    if distinct.len() * 10 < words.len() * 4 {
+        return Err(format!(
+            "{field} repeats itself ({} distinct words of {})",
+            distinct.len(),
+            words.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Words that make an entry about the conversation, not about the person.
+const META: &[&str] = &[
+    "conversation",
+    "the conversation",
+    "user",
+    "the user",
+    "assistant",
+    "the assistant",
+    "chat",
+    "this chat",
+];
+
+/// An entry whose topic or position is only the conversation or its participants is meta-talk.
+fn meta_check(topic: &str, position: &str) -> Result<(), String> {
+    for (k, v) in [("topic", topic), ("position", position)] {
+        let bare = v
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase();
+        if META.contains(&bare.as_str()) {
+            return Err(format!(
+                "{k} is about the conversation, not the person ({v:?})"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whitespace runs as single spaces, trimmed.
 fn squeeze(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -245,5 +301,28 @@ mod tests {
             assert!(err.contains(want), "{k}: {err}");
         }
         assert!(candidate(&json!([1]), 3).is_err());
+        let mut looped = good();
+        looped["reasoning"] = json!(
+            "The conversation, the conversation, the conversation, the conversation, the topic"
+        );
+        assert!(
+            candidate(&looped, 3)
+                .unwrap_err()
+                .contains("repeats itself")
+        );
+        let mut meta = good();
+        meta["topic"] = json!("Conversation");
+        assert!(
+            candidate(&meta, 3)
+                .unwrap_err()
+                .contains("about the conversation")
+        );
+        meta["topic"] = json!("dependency pinning");
+        meta["position"] = json!("USER");
+        assert!(
+            candidate(&meta, 3)
+                .unwrap_err()
+                .contains("position is about")
+        );
     }
 }
