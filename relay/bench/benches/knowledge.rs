@@ -88,10 +88,8 @@ fn main() {
     for i in 0.. {
         let before = sessions.len();
         for c in &convs {
-            if let Some(s) = c.sessions.get(i) {
-                if sessions.len() < n {
-                    sessions.push(s.clone());
-                }
+            if let Some(s) = c.sessions.get(i).filter(|_| sessions.len() < n) {
+                sessions.push(s.clone());
             }
         }
         if sessions.len() >= n || sessions.len() == before {
