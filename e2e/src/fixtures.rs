@@ -89,9 +89,21 @@ impl Case {
         self.expected
             .conversations
             .iter()
-            .map(|c| personkit_shared::thread_id(&self.expected.surface, &c.id).to_string())
+            .flat_map(|c| conversation_ids(&c.id))
+            .map(|id| personkit_shared::thread_id(&self.expected.surface, &id).to_string())
             .collect()
     }
+}
+
+/// The ids a conversation may be stored under: its own, and for a day's conversation (`day-YYYY-MM-DD`, filled in
+/// from `{today}` when the fixtures were read) the next day's too, since a run that crosses midnight UTC captures
+/// under the new day.
+fn conversation_ids(id: &str) -> Vec<String> {
+    let next = id
+        .strip_prefix("day-")
+        .and_then(|d| personkit_shared::time::parse_rfc3339(&format!("{d}T00:00:00Z")))
+        .map(|ms| format!("day-{}", personkit_shared::time::day(ms + 86_400_000)));
+    std::iter::once(id.to_owned()).chain(next).collect()
 }
 
 /// Every case of one surface directory (`chatgpt`, ...), sorted by name.
@@ -164,10 +176,13 @@ pub fn diff(case: &Case, surface_messages: &[StoredMessage]) -> Vec<String> {
     let mut problems = Vec::new();
     let e = &case.expected;
     for conv in &e.conversations {
-        let tid = personkit_shared::thread_id(&e.surface, &conv.id).to_string();
+        let tids: Vec<String> = conversation_ids(&conv.id)
+            .iter()
+            .map(|id| personkit_shared::thread_id(&e.surface, id).to_string())
+            .collect();
         let stored: Vec<&StoredMessage> = surface_messages
             .iter()
-            .filter(|m| m.thread_id == tid)
+            .filter(|m| tids.contains(&m.thread_id))
             .collect();
         let mut used = vec![false; stored.len()];
         for (i, t) in conv.turns.iter().enumerate() {
