@@ -11,6 +11,16 @@ use crate::prompt::{CONFIDENCE, KINDS, STABILITY};
 pub const MIN_REASONING_CHARS: usize = 25;
 /// ... nor one of fewer words.
 pub const MIN_REASONING_WORDS: usize = 5;
+/// Longest fields an entry may have, in characters (a model's answer shape asks for less; an agent's proposal
+/// must keep to these too). Longer is refused, not cut.
+pub const MAX_CHARS: [(&str, usize); 4] = [
+    ("topic", 200),
+    ("position", 1_000),
+    ("reasoning", 2_000),
+    ("context", 1_000),
+];
+/// Longest tag.
+pub const MAX_TAG_CHARS: usize = 60;
 
 /// Phrases that stand in for a reason without giving one.
 const BOILERPLATE: &[&str] = &[
@@ -75,6 +85,15 @@ pub fn candidate(v: &Value, labels: u32) -> Result<Candidate, String> {
     if !KINDS.contains(&kind.as_str()) {
         return Err(format!("type {kind:?} is not one of {KINDS:?}"));
     }
+    for (k, max) in MAX_CHARS {
+        let n = obj
+            .get(k)
+            .and_then(Value::as_str)
+            .map_or(0, |s| s.chars().count());
+        if n > max {
+            return Err(format!("{k} is {n} characters, at most {max}"));
+        }
+    }
     let topic = text("topic")?;
     let position = text("position")?;
     let reasoning = text("reasoning")?;
@@ -109,7 +128,7 @@ pub fn candidate(v: &Value, labels: u32) -> Result<Candidate, String> {
             .iter()
             .filter_map(Value::as_str)
             .map(|t| squeeze(t).to_lowercase())
-            .filter(|t| !t.is_empty())
+            .filter(|t| !t.is_empty() && t.chars().count() <= MAX_TAG_CHARS)
             .take(8)
             .collect(),
         _ => Vec::new(),
@@ -309,6 +328,13 @@ mod tests {
             candidate(&looped, 3)
                 .unwrap_err()
                 .contains("repeats itself")
+        );
+        let mut huge = good();
+        huge["reasoning"] = json!("because it matters a lot ".repeat(200));
+        assert!(
+            candidate(&huge, 3)
+                .unwrap_err()
+                .contains("reasoning is 5000 characters, at most 2000")
         );
         let mut meta = good();
         meta["topic"] = json!("Conversation");

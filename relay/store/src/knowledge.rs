@@ -272,8 +272,8 @@ fn any_words(words: &str) -> Option<String> {
     (!terms.is_empty()).then(|| terms.join(" OR "))
 }
 
-/// Entries that are not rejected-by-nobody candidates for reconciling a new one: every entry whose topic shares a
-/// word with `topic` (all statuses: a rejected entry said again stays rejected rather than coming back).
+/// The candidates for reconciling a new entry: every entry whose topic shares a word with `topic`, best first, of
+/// any status (a rejected entry said again stays rejected rather than coming back).
 pub fn near_topic(conn: &Connection, topic: &str, limit: u32) -> Result<Vec<Entry>, DbError> {
     let Some(q) = any_words(topic) else {
         return Ok(Vec::new());
