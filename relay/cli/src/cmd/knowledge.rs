@@ -174,6 +174,10 @@ fn run_pass(a: RunArgs) -> anyhow::Result<()> {
     if a.json {
         return print_json(&report);
     }
+    if report.turns == 0 {
+        println!("nothing new since the last pass (model {})", report.model);
+        return Ok(());
+    }
     println!(
         "{} turns in {} threads → {} windows ({} read in parts), {} model calls, {} + {} tokens, {:.1} s",
         report.turns,
@@ -387,6 +391,13 @@ fn audit(a: AuditArgs) -> anyhow::Result<()> {
     let log = rows::audit_log(&conn, a.kind.as_deref(), a.limit)?;
     if a.json {
         return print_json(&log);
+    }
+    if log.is_empty() {
+        match &a.kind {
+            Some(k) => println!("no {k} rows in the audit log"),
+            None => println!("no audit rows yet: `personkit knowledge run --once` makes a pass"),
+        }
+        return Ok(());
     }
     let table: Vec<Vec<String>> = log
         .iter()
