@@ -88,6 +88,7 @@ fn why(s: Signal) -> &'static str {
         Signal::Context => "after a match",
         Signal::Date => "on the date asked",
         Signal::When => "says when",
+        Signal::Knowledge => "cited by your knowledge",
     }
 }
 
@@ -107,6 +108,21 @@ pub fn human(result: &QueryResult, color: bool) -> String {
             sk.reason,
             sk.hint
         ));
+    }
+    if !result.knowledge.is_empty() {
+        out.push_str("Your approved knowledge:\n");
+        for k in &result.knowledge {
+            out.push_str(&format!(
+                "  - [{}] {}: {}  (id {}, cites {} message{})\n",
+                k.kind,
+                ellipsize(&k.topic, 80),
+                ellipsize(&k.position, 160),
+                k.id,
+                k.sources.len(),
+                if k.sources.len() == 1 { "" } else { "s" }
+            ));
+        }
+        out.push('\n');
     }
     if result.hits.is_empty() {
         out.push_str(&format!("No matches for {:?}.\n", result.query));

@@ -20,6 +20,8 @@ pub enum Signal {
     Date,
     /// The question asks when, and the message says when ([`crate::when`]).
     When,
+    /// An approved knowledge entry the words matched cites the message ([`crate::Query::knowledge`]).
+    Knowledge,
 }
 
 impl Signal {
@@ -32,6 +34,7 @@ impl Signal {
             Signal::Context => "context",
             Signal::Date => "date",
             Signal::When => "when",
+            Signal::Knowledge => "knowledge",
         }
     }
 }

@@ -1,9 +1,10 @@
 //! `personkit-search`: hybrid retrieval over messages and events (`corpus_query`).
 //!
-//! Candidates come from up to four signals — FTS5 BM25, vector similarity (sign-bit Hamming first pass over
-//! an in-memory index of every vector, candidates rescored with int8 copies: [`index`]), entity references
-//! (entity ids given by the caller or entity names/aliases found in the query text, matched as phrases) and
-//! recency (only when a time window is given: the pooled candidates ordered newest first) — and are fused by
+//! Candidates come from FTS5 BM25, vector similarity (sign-bit Hamming first pass over an in-memory index of
+//! every vector, candidates rescored with int8 copies: [`index`]), entity references (entity ids given by the
+//! caller or entity names/aliases found in the query text, matched as phrases), the user's approved knowledge
+//! (the messages cited by the entries the words match), recency (only when a time window is given: the pooled
+//! candidates ordered newest first) and the dates the question names — and are fused by
 //! score-normalised weighted fusion ([`fusion::convex`], the default) or weighted reciprocal rank fusion
 //! ([`fusion::rrf`]). Every hit says which signals found it and where each ranked it.
 //!
@@ -25,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use personkit_embed::{EmbedError, Embedder};
 use personkit_store::DbError;
 use personkit_store::budget::QueryTextError;
-use personkit_store::retrieval::{RowMeta, SearchReader};
+use personkit_store::retrieval::{KnowledgeMatch, RowMeta, SearchReader};
 use personkit_store::vectors::Kind;
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -168,6 +169,10 @@ pub struct Query {
     pub dates: f64,
     /// Weight of the signal that, for a question asking when, marks candidates that say when (0: off).
     pub when: f64,
+    /// Weight of the knowledge signal (0: off): the messages cited by the approved knowledge entries the words
+    /// match, ranked by how well their entry matched. The entries themselves come back in
+    /// [`QueryResult::knowledge`].
+    pub knowledge: f64,
 }
 
 impl Query {
@@ -193,6 +198,7 @@ impl Query {
             turn_after: TURN_AFTER,
             dates: DATES,
             when: WHEN,
+            knowledge: KNOWLEDGE,
         }
     }
 }
@@ -211,6 +217,11 @@ pub const TURN_AFTER: f64 = 0.2;
 pub const DATES: f64 = 1.0;
 /// The shipped [`Query::when`] (chosen on the dev split).
 pub const WHEN: f64 = 0.2;
+/// The shipped [`Query::knowledge`]: as much as an entity mention. Not tuned on a benchmark (LoCoMo has no approved
+/// entries); an entry the user approved and the words match is strong evidence its sources are what is asked.
+pub const KNOWLEDGE: f64 = 0.3;
+/// Approved entries a query reads for the knowledge signal.
+pub const KNOWLEDGE_ENTRIES: usize = 10;
 /// Feedback documents: the first full-text hits whose words expand the query.
 pub const PRF_DOCS: usize = 3;
 /// Words added by feedback.
@@ -271,6 +282,10 @@ pub struct QueryResult {
     /// Signals that should have run and could not: the answer comes from the others.
     pub signals_skipped: Vec<Skipped>,
     pub hits: Vec<Hit>,
+    /// The approved knowledge entries the words matched (at most [`KNOWLEDGE_ENTRIES`]), best first; their sources
+    /// are the hits found via [`Signal::Knowledge`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub knowledge: Vec<KnowledgeMatch>,
 }
 
 /// A signal a query could not use, and why.
@@ -880,6 +895,20 @@ fn run<R: SearchReader + ?Sized>(
         }
     }
     time_signals(&mut ctx, &mut lists)?;
+    let mut knowledge = Vec::new();
+    if q.knowledge > 0.0
+        && let Some(expr) = text::fts_match(&terms)
+    {
+        let (entries, items) = knowledge_signal(&mut ctx, &expr)?;
+        knowledge = entries;
+        if !items.is_empty() {
+            lists.push(fusion::Ranked {
+                signal: Signal::Knowledge,
+                weight: q.knowledge,
+                items,
+            });
+        }
+    }
     if q.weights.entity > 0.0 {
         let names = entity_names(reader, q)?;
         if !names.is_empty() {
@@ -952,7 +981,40 @@ fn run<R: SearchReader + ?Sized>(
         signals_used,
         signals_skipped: skipped,
         hits,
+        knowledge,
     })
+}
+
+/// The approved knowledge entries the words match, and the messages they cite that pass the filters, each scored
+/// by its best entry's `-bm25`.
+fn knowledge_signal<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    expr: &str,
+) -> Result<(Vec<KnowledgeMatch>, Vec<(Key, f64)>), SearchError> {
+    let unfiltered = ctx.unfiltered();
+    let mut entries = Vec::new();
+    let mut items: Vec<(Key, f64)> = Vec::new();
+    let mut listed = HashSet::new();
+    for e in ctx.reader.knowledge(expr, KNOWLEDGE_ENTRIES)? {
+        let mut cited = false;
+        for &pk in &e.source_pks {
+            let k = key(Kind::Message, pk);
+            if listed.contains(&k) {
+                // Entries come best first: a message cited twice keeps its better entry's score.
+                cited = true;
+            } else if ctx.passes(k)? {
+                cited = true;
+                listed.insert(k);
+                items.push((k, -e.bm25));
+            }
+        }
+        // With a filter (a site, threads, a time range), an entry counts only through a source inside it.
+        if unfiltered || cited {
+            entries.push(e);
+        }
+    }
+    items.truncate(ctx.q.depth);
+    Ok((entries, items))
 }
 
 /// The signals of time in the question ([`when`]), over the candidates the other signals found: the messages

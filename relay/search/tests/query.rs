@@ -965,3 +965,105 @@ fn a_failing_embedder_skips_the_vector_signal() {
         "{text}"
     );
 }
+
+/// Approved knowledge is a signal of its own: the words match an entry, and the messages it cites come back
+/// found "via knowledge" even when their own words do not match; pending and rejected entries never count, and a
+/// filter keeps out entries whose sources are all outside it.
+#[test]
+fn approved_knowledge_finds_the_messages_it_cites() {
+    use personkit_store::knowledge::{self as rows, NewEntry, Source};
+    let (_dir, conn) = claude_corpus(&[
+        (
+            "bikes",
+            Role::User,
+            "I ride the steel frame to work every day, rain or shine.",
+            0,
+        ),
+        (
+            "bikes",
+            Role::Assistant,
+            "That sounds like a sturdy habit.",
+            1,
+        ),
+        ("pans", Role::User, "Cast iron pans go in the oven too.", 0),
+    ]);
+    let id_of = |needle: &str| -> (String, String) {
+        conn.query_row(
+            "SELECT id, thread_id FROM messages WHERE content LIKE ?1",
+            [format!("%{needle}%")],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    let (bike, bike_thread) = id_of("steel frame");
+    let now = time::OffsetDateTime::now_utc();
+    let entry = |topic: &str, position: &str| NewEntry {
+        kind: "standard".into(),
+        topic: topic.into(),
+        position: position.into(),
+        reasoning: "Aluminium frames crack on potholed commutes; steel bends and can be repaired."
+            .into(),
+        confidence: "high".into(),
+        stability: "durable".into(),
+        origin: "pipeline".into(),
+        sources: vec![Source {
+            message_id: bike.clone(),
+            thread_id: bike_thread.clone(),
+        }],
+        ..NewEntry::default()
+    };
+    let id = rows::insert(
+        &conn,
+        &entry("bicycle frames", "Steel over aluminium for a daily bike"),
+        now,
+    )
+    .unwrap();
+    let ask = |text: &str, surface: Option<&str>| {
+        let mut q = Query::new(text);
+        q.surface = surface.map(str::to_owned);
+        search::query(&conn, &Indexes::new(), None, &q).unwrap()
+    };
+    // Pending: the entry is invisible and nothing is found through it.
+    let r = ask("aluminium potholed", None);
+    assert!(r.knowledge.is_empty(), "{:?}", r.knowledge);
+    assert!(r.hits.is_empty(), "{:?}", r.hits);
+    rows::decide(&conn, &id, "approved", "test", now).unwrap();
+    let r = ask("aluminium potholed", None);
+    assert_eq!(r.knowledge.len(), 1);
+    assert_eq!(r.knowledge[0].id, id);
+    assert_eq!(r.knowledge[0].sources, vec![bike.clone()]);
+    assert_eq!(r.hits.len(), 1, "{:?}", r.hits);
+    assert_eq!(r.hits[0].row.id, bike);
+    assert_eq!(r.hits[0].matched_via, vec![Signal::Knowledge]);
+    assert!(r.signals_used.contains(&Signal::Knowledge));
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        json["hits"][0]["matched_via"],
+        serde_json::json!(["knowledge"])
+    );
+    assert_eq!(json["knowledge"][0]["type"], "standard");
+    // Words in the message too: found by both signals.
+    let r = ask("steel aluminium", None);
+    assert_eq!(r.hits[0].row.id, bike);
+    assert_eq!(r.hits[0].matched_via, vec![Signal::Fts, Signal::Knowledge]);
+    // The CLI's listing names the entry and why the message matched.
+    let text = personkit_cli::output::human(&r, false);
+    assert!(text.contains("Your approved knowledge:"), "{text}");
+    assert!(
+        text.contains("[standard] bicycle frames: Steel over aluminium"),
+        "{text}"
+    );
+    assert!(text.contains("cited by your knowledge #1"), "{text}");
+    // A filter the sources are outside of keeps the entry out.
+    let r = ask("aluminium potholed", Some("browser-ext:chatgpt"));
+    assert!(r.knowledge.is_empty() && r.hits.is_empty(), "{r:?}");
+    // Weight 0 turns the signal off.
+    let mut q = Query::new("aluminium potholed");
+    q.knowledge = 0.0;
+    let r = search::query(&conn, &Indexes::new(), None, &q).unwrap();
+    assert!(r.knowledge.is_empty() && r.hits.is_empty());
+    // Rejected: gone again.
+    rows::decide(&conn, &id, "rejected", "test", now).unwrap();
+    let r = ask("aluminium potholed", None);
+    assert!(r.knowledge.is_empty() && r.hits.is_empty(), "{r:?}");
+}

@@ -7,7 +7,7 @@
 use rusqlite::{Connection, params};
 
 use crate::db::DbError;
-use crate::retrieval::{RowMeta, SearchReader};
+use crate::retrieval::{KnowledgeMatch, RowMeta, SearchReader};
 use crate::vectors::Kind;
 
 /// The side table the benchmark builds (dropped and rebuilt on every run).
@@ -102,6 +102,10 @@ impl SearchReader for NeighbourFts<'_> {
 
     fn entity_names(&self, id: &str) -> Result<Vec<String>, DbError> {
         self.conn.entity_names(id)
+    }
+
+    fn knowledge(&self, expr: &str, limit: usize) -> Result<Vec<KnowledgeMatch>, DbError> {
+        self.conn.knowledge(expr, limit)
     }
 
     fn recent_messages(&self, since: &str, until: &str, limit: usize) -> Result<Vec<i64>, DbError> {

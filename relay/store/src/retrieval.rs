@@ -33,6 +33,28 @@ pub struct TermCounts {
     pub tf: Vec<u32>,
 }
 
+/// An approved knowledge entry a query's words matched, with the current messages it cites.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct KnowledgeMatch {
+    pub id: String,
+    /// One of `reasoning`, `philosophy`, `standard`, `decision`, `reaction`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub topic: String,
+    pub position: String,
+    /// BM25 as FTS5 returns it (lower is better).
+    #[serde(skip)]
+    pub bm25: f64,
+    /// Message ids of its sources that are still current, at most [`KNOWLEDGE_SOURCES`].
+    pub sources: Vec<String>,
+    /// The same sources' pks, in the same order.
+    #[serde(skip)]
+    pub source_pks: Vec<i64>,
+}
+
+/// How many sources of one matched entry a query reads.
+pub const KNOWLEDGE_SOURCES: usize = 50;
+
 /// Which ordering an FTS5 probe uses (benchmarks compare them side by side).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FtsOrder {
@@ -98,6 +120,9 @@ pub trait SearchReader {
         qv: &[f32],
         k: usize,
     ) -> Result<Vec<(i64, f64)>, DbError>;
+    /// Up to `limit` **approved** knowledge entries matching the FTS5 expression, best first; pending and rejected
+    /// entries are never returned.
+    fn knowledge(&self, expr: &str, limit: usize) -> Result<Vec<KnowledgeMatch>, DbError>;
     /// See [`vectors::log_head`].
     fn vector_log_head(&self) -> Result<i64, DbError>;
     /// See [`vectors::pruned_through`].
@@ -472,6 +497,41 @@ impl SearchReader for Connection {
             }
         }
         Ok(keep)
+    }
+
+    fn knowledge(&self, expr: &str, limit: usize) -> Result<Vec<KnowledgeMatch>, DbError> {
+        let mut found: Vec<KnowledgeMatch> = self
+            .prepare_cached(
+                "SELECT e.id, e.kind, e.topic, e.position, bm25(knowledge_fts) AS score
+                 FROM knowledge_fts JOIN knowledge_entries e ON e.rowid = knowledge_fts.rowid
+                 WHERE knowledge_fts MATCH ?1 AND e.status = 'approved'
+                 ORDER BY score LIMIT ?2",
+            )?
+            .query_map(params![expr, limit as i64], |r| {
+                Ok(KnowledgeMatch {
+                    id: r.get(0)?,
+                    kind: r.get(1)?,
+                    topic: r.get(2)?,
+                    position: r.get(3)?,
+                    bm25: r.get(4)?,
+                    sources: Vec::new(),
+                    source_pks: Vec::new(),
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut stmt = self.prepare_cached(
+            "SELECT m.id, m.pk FROM knowledge_sources s JOIN messages m ON m.id = s.message_id
+             WHERE s.entry_id = ?1 AND m.is_current = 1 ORDER BY m.pk LIMIT ?2",
+        )?;
+        for k in &mut found {
+            let rows = stmt
+                .query_map(params![k.id, KNOWLEDGE_SOURCES as i64], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            (k.sources, k.source_pks) = rows.into_iter().unzip();
+        }
+        Ok(found)
     }
 
     fn vector_log_head(&self) -> Result<i64, DbError> {
