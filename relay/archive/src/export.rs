@@ -33,6 +33,9 @@ pub struct Manifest {
     pub format: String,
     pub render_version: u32,
     pub threads: BTreeMap<String, Entry>,
+    /// The file of the user's approved knowledge ([`crate::knowledge`]), while there is any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<Entry>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -55,6 +58,8 @@ pub struct Report {
     pub removed: u64,
     /// Files the manifest names that were not removed, with why.
     pub not_removed: Vec<NotRemoved>,
+    /// Approved knowledge entries in the folder's knowledge file (0: no file).
+    pub knowledge: u64,
 }
 
 /// A file of the old manifest left in place.
@@ -244,9 +249,11 @@ pub fn export(
         format: format.name().to_owned(),
         render_version: RENDER_VERSION,
         threads: BTreeMap::new(),
+        knowledge: None,
     };
     let old_version = old.as_ref().map(|m| m.render_version);
-    let mut old_threads = old.map(|m| m.threads).unwrap_or_default();
+    let (mut old_threads, old_knowledge) =
+        old.map(|m| (m.threads, m.knowledge)).unwrap_or_default();
     let known: Vec<String> = old_threads.keys().cloned().collect();
     let ids = archive::export_thread_ids(conn, filter, &known)?;
     let mut report = Report {
@@ -309,6 +316,39 @@ pub fn export(
             },
         );
         progress(i as u64 + 1, ids.len() as u64);
+    }
+    let entries = crate::knowledge::approved(conn)?;
+    report.knowledge = entries.len() as u64;
+    if entries.is_empty() {
+        // Nothing approved any more (rejected since, or forgotten with its sources): the file goes.
+        if let Some(prev) = old_knowledge
+            && let Err(why) = remove_file(out, &prev.path)?
+        {
+            report.not_removed.push(NotRemoved {
+                path: prev.path,
+                why,
+            });
+        }
+    } else {
+        let paths: BTreeMap<String, String> = manifest
+            .threads
+            .iter()
+            .map(|(id, e)| (id.clone(), e.path.clone()))
+            .collect();
+        let bytes = crate::knowledge::render(&entries, format, &paths);
+        let sha = hex::encode(Sha256::digest(&bytes));
+        let rel = crate::knowledge::file_name(format);
+        let same = old_knowledge
+            .as_ref()
+            .is_some_and(|p| p.path == rel && p.sha256 == sha)
+            && is_plain_file(&out.join(&rel));
+        if !same {
+            write_atomic(out, Path::new(&rel), &bytes)?;
+        }
+        manifest.knowledge = Some(Entry {
+            path: rel,
+            sha256: sha,
+        });
     }
     // What is left of the old manifest are threads the corpus no longer has.
     for (_, e) in old_threads {

@@ -71,7 +71,7 @@ fn json(t: &ExportThread) -> Vec<u8> {
     v
 }
 
-fn q(s: &str) -> String {
+pub(crate) fn q(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 

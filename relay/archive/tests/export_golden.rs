@@ -294,3 +294,125 @@ fn a_symlinked_folder_inside_out_is_refused_and_its_target_untouched() {
         "keep me"
     );
 }
+
+/// The export holds the user's approved knowledge, and only that: `knowledge.md` lists approved entries with
+/// links to their threads' files (pending and rejected entries never appear), JSON exports write
+/// `knowledge.json`, an unchanged rerun leaves it alone, and when nothing approved is left (its sources
+/// forgotten) the file goes.
+#[test]
+fn approved_knowledge_is_exported_and_nothing_else() {
+    use personkit_store::knowledge::{self as rows, NewEntry, Source};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut conn = common::corpus(
+        &tmp.path().join("corpus.db"),
+        &[
+            spec("a", "Alpha", &["Steel frames for the daily ride", "noted"]),
+            spec("b", "Beta", &["Tabs over spaces, always", "ok"]),
+        ],
+    );
+    let source = |needle: &str| -> Source {
+        conn.query_row(
+            "SELECT id, thread_id FROM messages WHERE content LIKE ?1",
+            [format!("%{needle}%")],
+            |r| {
+                Ok(Source {
+                    message_id: r.get(0)?,
+                    thread_id: r.get(1)?,
+                })
+            },
+        )
+        .unwrap()
+    };
+    let entry = |kind: &str, topic: &str, position: &str, s: Source| NewEntry {
+        kind: kind.into(),
+        topic: topic.into(),
+        position: position.into(),
+        reasoning: format!("{position}: said with reasons in the thread it came from."),
+        confidence: "high".into(),
+        stability: "stable".into(),
+        tags: vec!["cycling gear".into()],
+        origin: "pipeline".into(),
+        sources: vec![s],
+        ..NewEntry::default()
+    };
+    let now = common::now();
+    let approved = rows::insert(
+        &conn,
+        &entry(
+            "decision",
+            "bike frames",
+            "Steel over aluminium",
+            source("Steel frames"),
+        ),
+        now,
+    )
+    .unwrap();
+    rows::decide(&conn, &approved, "approved", "test", now).unwrap();
+    rows::insert(
+        &conn,
+        &entry(
+            "standard",
+            "indentation",
+            "PENDING-tabs",
+            source("Tabs over"),
+        ),
+        now,
+    )
+    .unwrap();
+    let rejected = rows::insert(
+        &conn,
+        &entry("standard", "editors", "REJECTED-vim", source("Tabs over")),
+        now,
+    )
+    .unwrap();
+    rows::decide(&conn, &rejected, "rejected", "test", now).unwrap();
+
+    let out = tmp.path().join("out");
+    let all = ExportFilter::default();
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!(r.knowledge, 1);
+    let f = files(&out);
+    let md = String::from_utf8(f["knowledge.md"].clone()).unwrap();
+    assert!(
+        md.contains("## Decisions\n\n### bike frames\n\nSteel over aluminium\n"),
+        "{md}"
+    );
+    assert!(md.contains("#cycling-gear"), "{md}");
+    assert!(!md.contains("PENDING") && !md.contains("REJECTED"), "{md}");
+    let alpha = f.keys().find(|k| k.contains("Alpha-")).unwrap();
+    let msg = source("Steel frames").message_id;
+    assert!(md.contains(&format!("[{msg}]({alpha})")), "{md}");
+
+    // Unchanged: not rewritten.
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!((r.written, r.knowledge), (0, 1));
+    assert_eq!(files(&out), f);
+
+    // JSON: the approved entry with its sources, nothing else.
+    let out_json = tmp.path().join("json");
+    export(&conn, &out_json, Format::Json, &all, |_, _| {}).unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&files(&out_json)["knowledge.json"]).unwrap();
+    assert_eq!(j["format"], "personkit-knowledge");
+    let listed = j["entries"].as_array().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["id"], approved.as_str());
+    assert_eq!(listed[0]["status"], "approved");
+    assert_eq!(listed[0]["sources"][0]["message_id"], msg.as_str());
+
+    // Alpha forgotten: the entry's only source is gone, so is the entry, and the file with it.
+    let alpha_id = personkit_shared::ids::thread_id("browser-ext:claude", "a").to_string();
+    personkit_store::forget::forget(
+        &mut conn,
+        &personkit_store::forget::Selection::thread(&alpha_id),
+        common::now(),
+    )
+    .unwrap();
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!(r.knowledge, 0);
+    let f = files(&out);
+    assert!(!f.contains_key("knowledge.md"), "{:?}", f.keys());
+    assert!(
+        !f.values()
+            .any(|v| String::from_utf8_lossy(v).contains("Steel"))
+    );
+}

@@ -260,6 +260,23 @@ pub fn entries(conn: &Connection, f: &Filter) -> Result<Vec<Entry>, DbError> {
     with_sources(conn, list)
 }
 
+/// Approved entries in id order after `after` (keyset paging: pass the last id of the previous page), at most
+/// `limit` (1..=500): what exports read.
+pub fn approved_page(
+    conn: &Connection,
+    after: Option<&str>,
+    limit: u32,
+) -> Result<Vec<Entry>, DbError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {ENTRY_COLUMNS} FROM knowledge_entries e WHERE e.status = 'approved' AND e.id > ?1
+         ORDER BY e.id LIMIT ?2"
+    ))?;
+    let list = stmt
+        .query_map(params![after.unwrap_or(""), limit.clamp(1, 500)], entry_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    with_sources(conn, list)
+}
+
 /// An FTS5 query matching any of the words (each quoted, so no FTS syntax gets through).
 fn any_words(words: &str) -> Option<String> {
     let terms: Vec<String> = words

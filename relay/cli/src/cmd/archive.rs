@@ -88,6 +88,14 @@ fn print_report(r: &Report) {
         "exported {} threads as {} to {}: {} written, {} unchanged, {} removed",
         r.threads, r.format, r.out, r.written, r.unchanged, r.removed
     );
+    if r.knowledge > 0 {
+        println!(
+            "knowledge: {} approved entr{} in knowledge.{} (pending and rejected entries are never exported)",
+            r.knowledge,
+            if r.knowledge == 1 { "y" } else { "ies" },
+            if r.format == "json" { "json" } else { "md" }
+        );
+    }
     for n in &r.not_removed {
         eprintln!("personkit: not removed: {}: {}", n.path, n.why);
     }
