@@ -7,6 +7,8 @@
 //! What is taken out of text before it leaves the machine: `scrub` (e-mails, phones, amounts) and `pseudonym`
 //! (those plus secrets, and people's names as keyed `Person_XXXX` pseudonyms, read back by `reidentify`).
 //!
+//! Where the relay's settings file is, for every crate that reads a section of it: `settings_file`.
+//!
 //! It is not a server and not a browser binding: no tokio, no SQL, no JS types. It must build for
 //! `wasm32-unknown-unknown` (`cargo check -p personkit-shared --target wasm32-unknown-unknown` runs in CI).
 
@@ -17,6 +19,7 @@ pub mod ids;
 pub mod network;
 pub mod pseudonym;
 pub mod scrub;
+pub mod settings_file;
 pub mod time;
 pub mod turn_text;
 pub mod wire;

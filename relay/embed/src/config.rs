@@ -170,15 +170,7 @@ impl EmbedderConfig {
     /// Reads the config file (see the module doc) and applies the environment on top.
     pub fn load(db_path: Option<&Path>) -> Result<Self, EmbedError> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let file = env("PERSONKIT_CONFIG").map(PathBuf::from).or_else(|| {
-            let candidates = [
-                db_path
-                    .and_then(|p| p.parent())
-                    .map(|d| d.join("config.toml")),
-                Some(dotperson_dir().join("config.toml")),
-            ];
-            candidates.into_iter().flatten().find(|p| p.is_file())
-        });
+        let file = personkit_shared::settings_file::locate(db_path, |k| std::env::var(k).ok());
         let mut cfg = match &file {
             Some(path) => Self::from_file(path)?,
             None => Self::default(),
@@ -233,12 +225,7 @@ impl EmbedderConfig {
             })?,
             None => ScrubMode::Auto,
         };
-        cfg.source = match (&file, from_env) {
-            (Some(f), true) => format!("{} + environment", f.display()),
-            (Some(f), false) => f.display().to_string(),
-            (None, true) => "environment".into(),
-            (None, false) => "default".into(),
-        };
+        cfg.source = personkit_shared::settings_file::describe_source(file.as_deref(), from_env);
         Ok(cfg)
     }
 

@@ -164,18 +164,7 @@ impl LlmConfig {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, LlmError> {
         let env = |k: &str| env(k).filter(|v| !v.is_empty());
-        let home = env("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("."));
-        let file = env("PERSONKIT_CONFIG").map(PathBuf::from).or_else(|| {
-            let candidates = [
-                db_path
-                    .and_then(|p| p.parent())
-                    .map(|d| d.join("config.toml")),
-                Some(home.join(".dotperson").join("config.toml")),
-            ];
-            candidates.into_iter().flatten().find(|p| p.is_file())
-        });
+        let file = personkit_shared::settings_file::locate(db_path, &env);
         let mut cfg = match &file {
             Some(path) => Self::from_file(path)?,
             None => Self::default(),
@@ -219,12 +208,7 @@ impl LlmConfig {
             })?,
             None => LlmKind::None,
         };
-        cfg.source = match (&file, from_env) {
-            (Some(f), true) => format!("{} + environment", f.display()),
-            (Some(f), false) => f.display().to_string(),
-            (None, true) => "environment".into(),
-            (None, false) => "default".into(),
-        };
+        cfg.source = personkit_shared::settings_file::describe_source(file.as_deref(), from_env);
         cfg.file = file;
         Ok(cfg)
     }
