@@ -644,3 +644,54 @@ fn a_window_longer_than_one_call_is_read_in_parts_and_reduced_to_at_most_eight()
         "the reduce step returned 12; the cap holds"
     );
 }
+
+/// The pseudonym map keeps no name that only forgotten turns mention: a name another stored turn still mentions
+/// stays, as does one no turn mentions (the user's own list), and forgetting the last turn to mention a name
+/// takes it out.
+#[test]
+fn forgetting_takes_names_only_the_forgotten_turns_mention_out_of_the_pseudonym_map() {
+    let c = corpus(&[
+        (
+            "a",
+            &["Marguerite Duval wants exact versions pinned.", "noted"],
+        ),
+        (
+            "b",
+            &["Ask Oskar and Marguerite Duval about the lockfile.", "ok"],
+        ),
+        ("c", &["Oskar reviews the release notes.", "fine"]),
+    ]);
+    let now = c.clock.now();
+    let names: Vec<(String, String)> = ["Marguerite Duval", "Oskar", "Ines Alvarez"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (format!("Person_{i:04X}"), (*n).to_owned()))
+        .collect();
+    c.db.write(|conn| rows::add_pseudonyms(conn, &names, now))
+        .unwrap();
+    let map = || -> Vec<String> {
+        let mut v: Vec<String> =
+            c.db.read(rows::pseudonyms)
+                .unwrap()
+                .into_iter()
+                .map(|(_, real)| real)
+                .collect();
+        v.sort();
+        v
+    };
+    let thread = |conv: &str| {
+        personkit_shared::ids::thread_id("browser-ext:chatgpt", conv)
+            .hyphenated()
+            .to_string()
+    };
+    let forget_thread = |conv: &str| {
+        c.db.write(|conn| forget::forget(conn, &Selection::thread(&thread(conv)), now))
+            .unwrap();
+    };
+    forget_thread("a");
+    assert_eq!(map(), ["Ines Alvarez", "Marguerite Duval", "Oskar"], "b still names both");
+    forget_thread("b");
+    assert_eq!(map(), ["Ines Alvarez", "Oskar"], "c still names Oskar");
+    forget_thread("c");
+    assert_eq!(map(), ["Ines Alvarez"], "no turn ever named Ines");
+}

@@ -558,8 +558,9 @@ pub fn message_threads(conn: &Connection, ids: &[String]) -> Result<Vec<Source>,
 }
 
 /// Inside the forget transaction, for the messages in `forget_sel`: an entry whose every source is forgotten goes
-/// (with its index row); an entry keeping other sources loses these and is marked; audit rows about these turns
-/// keep only their kind and outcome. Returns (entries removed, entries marked).
+/// (with its index row); an entry keeping other sources loses these and is marked; a name the pseudonym map learnt
+/// that no other stored turn mentions leaves the map; audit rows about these turns keep only their kind and
+/// outcome. Returns (entries removed, entries marked).
 pub(crate) fn forget_selected(tx: &rusqlite::Transaction<'_>) -> Result<(u64, u64), DbError> {
     let touched: Vec<String> = tx
         .prepare(
@@ -593,6 +594,7 @@ pub(crate) fn forget_selected(tx: &rusqlite::Transaction<'_>) -> Result<(u64, u6
             marked += 1;
         }
     }
+    forget_names(tx)?;
     tx.execute(
         "UPDATE knowledge_audit SET messages = '[]',
              detail = json_object('forgotten', json('true'), 'outcome', json_extract(detail, '$.outcome'))
@@ -601,6 +603,37 @@ pub(crate) fn forget_selected(tx: &rusqlite::Transaction<'_>) -> Result<(u64, u6
         [],
     )?;
     Ok((removed, marked))
+}
+
+/// Drops from the pseudonym map every name that the turns in `forget_sel` mention and no other stored turn does
+/// (matched as a phrase by the messages' full-text index). One or two index look-ups per name in the map.
+fn forget_names(tx: &rusqlite::Transaction<'_>) -> Result<(), DbError> {
+    let names: Vec<String> = tx
+        .prepare("SELECT real FROM pseudonyms")?
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut in_forgotten = tx.prepare(
+        "SELECT 1 FROM messages_fts JOIN forget_sel f ON f.pk = messages_fts.rowid
+         WHERE messages_fts MATCH ?1 LIMIT 1",
+    )?;
+    let mut elsewhere = tx.prepare(
+        "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ?1
+           AND messages_fts.rowid NOT IN (SELECT pk FROM forget_sel) LIMIT 1",
+    )?;
+    for name in names {
+        let words: Vec<&str> = name
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        if words.is_empty() {
+            continue;
+        }
+        let phrase = format!("\"{}\"", words.join(" "));
+        if in_forgotten.exists([&phrase])? && !elsewhere.exists([&phrase])? {
+            tx.execute("DELETE FROM pseudonyms WHERE real = ?1", [&name])?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
