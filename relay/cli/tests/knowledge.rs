@@ -309,6 +309,34 @@ fn a_judge_answering_nonsense_drops_the_batch_and_health_raises_the_alert() {
     );
     let text = cli(&db, &["corpus", "health"]).stdout;
     assert!(text.contains("ALERT knowledge"), "{text}");
+    // Seen to: dismissed by hand, kept in the audit log, and health is quiet again.
+    assert_eq!(
+        cli_json(&db, &["knowledge", "dismiss", "--json"]),
+        json!({"dismissed": true})
+    );
+    let health = cli_json(&db, &["corpus", "health", "--json"]);
+    assert!(
+        health["knowledge"]["alert"].is_null(),
+        "{}",
+        health["knowledge"]
+    );
+    assert!(
+        !cli(&db, &["corpus", "health"])
+            .stdout
+            .contains("ALERT knowledge")
+    );
+    let rows = cli_json(&db, &["knowledge", "audit", "--kind", "alert", "--json"]);
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["detail"]["dismissed"] == json!(true) && r["detail"]["by"] == "cli"),
+        "{rows}"
+    );
+    assert_eq!(
+        cli_json(&db, &["knowledge", "dismiss", "--json"]),
+        json!({"dismissed": false})
+    );
 }
 
 /// `personkit <args>` with a bound long enough for the real model on a slow machine.

@@ -13,6 +13,7 @@
 //! readers for agents filter on `status = 'approved'`, and this crate never writes any other status.
 //! **Invariant:** text for a model outside this process or loopback is scrubbed unless `scrub = "off"` was set.
 
+pub mod decisions;
 pub mod privacy;
 pub mod prompt;
 pub mod propose;

@@ -689,7 +689,11 @@ fn forgetting_takes_names_only_the_forgotten_turns_mention_out_of_the_pseudonym_
             .unwrap();
     };
     forget_thread("a");
-    assert_eq!(map(), ["Ines Alvarez", "Marguerite Duval", "Oskar"], "b still names both");
+    assert_eq!(
+        map(),
+        ["Ines Alvarez", "Marguerite Duval", "Oskar"],
+        "b still names both"
+    );
     forget_thread("b");
     assert_eq!(map(), ["Ines Alvarez", "Oskar"], "c still names Oskar");
     forget_thread("c");

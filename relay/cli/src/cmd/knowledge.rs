@@ -1,7 +1,7 @@
 //! `personkit knowledge`: the entries the pipeline drew from the turns, and the user's decisions on them.
 //! `knowledge run --once` makes a pass now (with a progress bar); `list` / `show` read entries (pending by default);
 //! `approve` / `reject` decide (only approved entries reach agents and exports); `edit` corrects one; `audit`
-//! shows what was sent where and what was kept or dropped.
+//! shows what was sent where and what was kept or dropped; `dismiss` closes the open alert.
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
@@ -32,6 +32,16 @@ pub enum KnowledgeCommand {
     Edit(EditArgs),
     /// The audit log: every model call (where it went, scrubbed or not) and every decision (kept, dropped, why).
     Audit(AuditArgs),
+    /// Dismiss the open alert once you have seen to it (a clean pass dismisses it too).
+    Dismiss(DismissArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DismissArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -133,6 +143,7 @@ pub fn run(c: KnowledgeCommand) -> anyhow::Result<()> {
         KnowledgeCommand::Reject(a) => decide(a, "rejected"),
         KnowledgeCommand::Edit(a) => edit(a),
         KnowledgeCommand::Audit(a) => audit(a),
+        KnowledgeCommand::Dismiss(a) => dismiss(a),
     }
 }
 
@@ -339,18 +350,7 @@ fn decide(a: DecideArgs, status: &str) -> anyhow::Result<()> {
     for id in &a.ids {
         let e = db.read(|c| resolve(c, id))?;
         let now = clock.now();
-        db.write(|c| {
-            rows::decide(c, &e.id, status, "cli", now)?;
-            rows::audit(
-                c,
-                "cli",
-                "approval",
-                &[],
-                &json!({"entry": e.id, "status": status, "by": "cli", "outcome": status}),
-                now,
-            )?;
-            Ok::<_, anyhow::Error>(())
-        })?;
+        db.write(|c| personkit_knowledge::decisions::decide(c, &e.id, status, "cli", now))?;
         done.push(e.id);
     }
     if a.json {
@@ -358,6 +358,21 @@ fn decide(a: DecideArgs, status: &str) -> anyhow::Result<()> {
     }
     for id in done {
         println!("{status} {id}");
+    }
+    Ok(())
+}
+
+fn dismiss(a: DismissArgs) -> anyhow::Result<()> {
+    let db = open_db(&a.db)?;
+    let now = Clock::system().now();
+    let dismissed = db.write(|c| personkit_knowledge::decisions::dismiss_alert(c, "cli", now))?;
+    if a.json {
+        return print_json(&json!({ "dismissed": dismissed }));
+    }
+    if dismissed {
+        println!("alert dismissed (the audit log keeps it)");
+    } else {
+        println!("no open alert");
     }
     Ok(())
 }
