@@ -125,6 +125,9 @@ fn agent() -> ureq::Agent {
         .timeout_connect(Some(Duration::from_secs(10)))
         .http_status_as_error(false)
         .max_redirects(0)
+        // A relay closes a kept-alive connection idle for its header timeout (10 s by default): one idle longer
+        // than this is not reused, so a request is not sent into a socket the peer is closing.
+        .max_idle_age(Duration::from_secs(4))
         .build()
         .into()
 }

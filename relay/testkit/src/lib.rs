@@ -27,6 +27,8 @@ use serde_json::{Value, json};
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one HTTP request may take.
 pub const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a kept-alive connection may sit idle and still be reused (under the relay's 10 s header timeout).
+pub const IDLE_REUSE: Duration = Duration::from_secs(4);
 /// How long one CLI call may take.
 pub const CLI_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -519,6 +521,9 @@ impl Http {
             .http_status_as_error(false)
             .timeout_global(Some(HTTP_TIMEOUT))
             .no_delay(true)
+            // The relay closes a kept-alive connection idle for its header timeout (10 s); one idle longer than
+            // this is not reused, so a request never meets a socket the relay is closing.
+            .max_idle_age(IDLE_REUSE)
             .build()
             .new_agent();
         Http {
