@@ -164,7 +164,7 @@ impl LlmConfig {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, LlmError> {
         let env = |k: &str| env(k).filter(|v| !v.is_empty());
-        let file = personkit_shared::settings_file::locate(db_path, &env);
+        let file = personkit_shared::settings_file::locate(db_path, env);
         let mut cfg = match &file {
             Some(path) => Self::from_file(path)?,
             None => Self::default(),

@@ -311,6 +311,8 @@ impl Skipped {
 }
 
 type Key = (u8, i64); // (0 = message | 1 = event, pk)
+/// Candidates with a signal's own score, best first.
+type Scored = Vec<(Key, f64)>;
 
 fn kind_of(k: Key) -> Kind {
     if k.0 == 0 { Kind::Message } else { Kind::Event }
@@ -990,7 +992,7 @@ fn run<R: SearchReader + ?Sized>(
 fn knowledge_signal<R: SearchReader + ?Sized>(
     ctx: &mut Ctx<'_, R>,
     expr: &str,
-) -> Result<(Vec<KnowledgeMatch>, Vec<(Key, f64)>), SearchError> {
+) -> Result<(Vec<KnowledgeMatch>, Scored), SearchError> {
     let unfiltered = ctx.unfiltered();
     let mut entries = Vec::new();
     let mut items: Vec<(Key, f64)> = Vec::new();
