@@ -68,6 +68,15 @@ fn health(
     personkit_knowledge::health(conn, &personkit_llm::LlmConfig::load(Some(db_path)))
 }
 
+/// `1 window`, `2 windows`; `many` is the plural when it is not `one` + "s".
+fn count(n: u64, one: &str, many: Option<&str>) -> String {
+    match (n, many) {
+        (1, _) => format!("1 {one}"),
+        (_, Some(m)) => format!("{n} {m}"),
+        (_, None) => format!("{n} {one}s"),
+    }
+}
+
 fn excerpt(s: &str) -> String {
     let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= EXCERPT_CHARS {
@@ -116,6 +125,20 @@ fn source_views(
 
 // ---------------------------------------------------------------------------------------------------------------
 // Pieces
+
+/// An entry's sources, the shown ones oldest first (the store keeps them by id), then the rest.
+fn in_time_order<'a>(e: &'a Entry, views: &HashMap<String, SourceView>) -> Vec<&'a rows::Source> {
+    let (mut shown, rest): (Vec<_>, Vec<_>) = e
+        .sources
+        .iter()
+        .enumerate()
+        .partition(|(i, s)| *i < SOURCES_SHOWN && views.contains_key(&s.message_id));
+    shown.sort_by(|(_, a), (_, b)| {
+        let at = |s: &rows::Source| views.get(&s.message_id).map(|v| v.at.clone());
+        at(a).cmp(&at(b))
+    });
+    shown.into_iter().chain(rest).map(|(_, s)| s).collect()
+}
 
 /// Who filed an entry: the pipeline (with its model) or an agent (with its device or token name).
 fn proposer(e: &Entry) -> Markup {
@@ -223,7 +246,7 @@ fn entry_card(
                     p.empty { "None left: every turn it was drawn from was forgotten." }
                 }
                 ol {
-                    @for (i, s) in e.sources.iter().enumerate() {
+                    @for (i, s) in in_time_order(e, sources).into_iter().enumerate() {
                         @let href = format!("/threads/{}#turn-{}", s.thread_id, s.message_id);
                         @if let (true, Some(v)) = (i < SOURCES_SHOWN, sources.get(&s.message_id)) {
                             li.source {
@@ -250,7 +273,7 @@ fn entry_card(
 fn health_notice(h: &Health) -> Markup {
     html! {
         @if h.pipeline != "on" {
-            div.warning.pipeline-off role="status" {
+            div.notice.skipped.pipeline-off role="status" {
                 p { strong { "The knowledge pipeline is off." } " Language model: " (h.model) "." }
                 p.hint {
                     "What to do: set " code { "[llm]" } " in " code { "~/.dotperson/config.toml" }
@@ -276,11 +299,12 @@ fn health_notice(h: &Health) -> Markup {
         }
         @if h.pipeline == "on" {
             p.meta.pipeline-on {
-                "Pipeline on: " code { (h.model) } ", a pass daily at " (format!("{:02}:00", h.hour)) "; text sent "
+                "Pipeline on: " code { (h.model) } ", a pass daily at " (format!("{:02}:00", h.hour)) "; scrubbing "
                 (h.scrubbing) "."
                 @if let Some(r) = &h.last_run {
-                    " Last pass: " (r["turns"].as_u64().unwrap_or(0)) " turns, " (r["windows"].as_u64().unwrap_or(0))
-                    " windows, " (r["new_entries"].as_u64().unwrap_or(0)) " new entries."
+                    @let n = |k: &str| r[k].as_u64().unwrap_or(0);
+                    " Last pass: " (count(n("turns"), "turn", None)) ", " (count(n("windows"), "window", None)) ", "
+                    (count(n("new_entries"), "new entry", Some("new entries"))) "."
                 }
             }
         }
@@ -557,11 +581,11 @@ fn entry_page(
         &e.topic,
         html! {
             p.meta { a href={"/knowledge?status=" (e.status)} { "← " (e.status) " entries" } }
-            @if done { p.notice role="status" { "Saved." } }
             (entry_card(ctx, e, sources, now, true))
             section #edit aria-labelledby="edit-h" {
                 h2 #edit-h { "Edit" }
                 p.hint { "Correct the words; the entry keeps its status, sources and scores." }
+                @if done { p.notice role="status" { "Saved." } }
                 @if let Some(p) = problem { p.warning role="alert" { "Not saved: " (p) "." } }
                 form.edit method="post" action=(action) {
                     input type="hidden" name="csrf" value=(csrf);
@@ -773,7 +797,7 @@ pub(super) async fn audit_section(st: &AppState) -> Result<Markup, PageError> {
             h2 #audit-h { "Knowledge: what was sent to a model, and what was kept" }
             dl.facts {
                 dt { "Language model" } dd { @if h.pipeline == "on" { code { (h.model) } } @else { "none: the knowledge pipeline is off (" (h.model) ")" } }
-                @if h.pipeline == "on" { dt { "Text sent to it" } dd { (h.scrubbing) } }
+                @if h.pipeline == "on" { dt { "Scrubbing" } dd { (h.scrubbing) } }
                 dt { "Entries" } dd { a href="/knowledge" { (h.entries.pending) " pending" } ", " (h.entries.approved) " approved, " (h.entries.rejected) " rejected" }
             }
             p { "Every model call (where the text went, whether it was scrubbed and what was replaced) and every decision (kept, dropped and why; your approvals and edits; agents' proposals), newest first. The map of pseudonyms to names stays in the corpus and is never shown or sent." }
@@ -821,9 +845,13 @@ fn audit_row(r: &AuditRow, now: OffsetDateTime) -> Markup {
     let d = &r.detail;
     let s = |k: &str| d[k].as_str().unwrap_or("");
     let n = |k: &str| d[k].as_u64().unwrap_or(0);
-    let outcome = s("outcome");
+    let outcome = match (r.kind.as_str(), d["stopped"].as_str()) {
+        ("run", Some(_)) => "stopped early",
+        ("run", None) => "done",
+        _ => s("outcome"),
+    };
     let class = match outcome {
-        "ok" | "kept" | "approved" | "pending" | "edited" | "reinforced" => "good",
+        "ok" | "kept" | "approved" | "pending" | "edited" | "reinforced" | "done" => "good",
         "dropped" | "rejected" => "bad",
         _ if r.kind == "alert" => "bad",
         _ => "",
@@ -860,8 +888,9 @@ fn audit_row(r: &AuditRow, now: OffsetDateTime) -> Markup {
                             @if let Some(id) = d["entry"].as_str() { " · " a href={"/knowledge/" (id)} { "entry" } }
                         }
                         "run" => {
-                            (n("turns")) " turns, " (n("windows")) " windows, " (n("calls")) " calls to " code { (s("model")) }
-                            ", text sent " (sent_as(s("sent_as"))) "; " (n("candidates")) " candidates: " (n("new_entries")) " new, "
+                            (count(n("turns"), "turn", None)) ", " (count(n("windows"), "window", None)) ", "
+                            (count(n("calls"), "call", None)) " to " code { (s("model")) }
+                            ", text sent " (sent_as(s("sent_as"))) "; " (count(n("candidates"), "candidate", None)) ": " (n("new_entries")) " new, "
                             (n("reinforced")) " reinforced, " (n("variants")) " variants; dropped " (n("dropped_invalid")) " invalid, "
                             (n("dropped_over_cap")) " over the cap, " (n("dropped_by_judge")) " by the judge"
                             @let rep = replaced(&d["replaced"]);
