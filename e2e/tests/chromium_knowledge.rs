@@ -388,11 +388,11 @@ fn knowledge_is_reviewed_in_the_library_and_the_privacy_page_shows_the_audit_log
     );
     assert_eq!(
         ids(&relay.cli_json(&["knowledge", "list", "--status", "approved", "--json"])),
-        [from_pipeline.clone()]
+        [from_pipeline.as_str()]
     );
     assert_eq!(
         approved_ids_seen_by_agent(&relay, &agent),
-        [from_pipeline.clone()]
+        [from_pipeline.as_str()]
     );
 
     // 6. Reject the agent's proposal: it moves to Rejected and never reaches an agent.
@@ -405,11 +405,11 @@ fn knowledge_is_reviewed_in_the_library_and_the_privacy_page_shows_the_audit_log
     assert!(text_of(&tab).contains("Nothing waits for you."));
     assert_eq!(
         ids(&relay.cli_json(&["knowledge", "list", "--status", "rejected", "--json"])),
-        [from_agent.clone()]
+        [from_agent.as_str()]
     );
     assert_eq!(
         approved_ids_seen_by_agent(&relay, &agent),
-        [from_pipeline.clone()]
+        [from_pipeline.as_str()]
     );
 
     // 7. Edit the approved entry on its page; the change persists and agents read the new words.

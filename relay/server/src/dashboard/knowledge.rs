@@ -922,6 +922,7 @@ fn audit_row(r: &AuditRow, now: OffsetDateTime) -> Markup {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
