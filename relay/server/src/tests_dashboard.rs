@@ -1081,10 +1081,19 @@ async fn knowledge_is_approved_rejected_and_edited_from_its_page_with_session_fo
         "{page}"
     );
 
-    // Approve: a session form with a token minted for this entry's approve action, used once.
-    let approve = format!("/knowledge/{from_pipeline}/approve");
-    let token = csrf(page, &approve);
-    let r = post_form(&h, &approve, &cookie, &format!("csrf={token}"), &[]).await;
+    // Approve: a session form with the token minted for the page's decision forms, used once.
+    let token = csrf(page, "/knowledge/decide");
+    let decide = |token: &str, id: &str, decision: &str| {
+        format!("csrf={token}&entry={id}&decision={decision}")
+    };
+    let r = post_form(
+        &h,
+        "/knowledge/decide",
+        &cookie,
+        &decide(&token, &from_pipeline, "approve"),
+        &[],
+    )
+    .await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", text(&r));
     let to = r
         .headers
@@ -1099,17 +1108,13 @@ async fn knowledge_is_approved_rejected_and_edited_from_its_page_with_session_fo
     );
     let again = post_form(
         &h,
-        &format!("/knowledge/{from_agent}/approve"),
+        "/knowledge/decide",
         &cookie,
-        &format!("csrf={token}"),
+        &decide(&token, &from_agent, "approve"),
         &[],
     )
     .await;
-    assert_eq!(
-        again.status,
-        StatusCode::FORBIDDEN,
-        "a used token, and minted for another entry"
-    );
+    assert_eq!(again.status, StatusCode::FORBIDDEN, "a used token");
     let status = |id: &str| {
         let id = id.to_owned();
         h.state()
@@ -1135,12 +1140,24 @@ async fn knowledge_is_approved_rejected_and_edited_from_its_page_with_session_fo
     // Reject the agent's note from its own page.
     let one = get_with(&h, &format!("/knowledge/{from_agent}"), &c).await;
     assert_eq!(one.status, StatusCode::OK);
-    let reject = format!("/knowledge/{from_agent}/reject");
+    let token = csrf(text(&one), "/knowledge/decide");
+    let odd = post_form(
+        &h,
+        "/knowledge/decide",
+        &cookie,
+        &decide(&token, &from_agent, "maybe"),
+        &[],
+    )
+    .await;
+    assert_eq!(odd.status, StatusCode::BAD_REQUEST, "{}", text(&odd));
+    assert_eq!(status(&from_agent).status, "pending");
+    let one = get_with(&h, &format!("/knowledge/{from_agent}"), &c).await;
+    let token = csrf(text(&one), "/knowledge/decide");
     let r = post_form(
         &h,
-        &reject,
+        "/knowledge/decide",
         &cookie,
-        &format!("csrf={}", csrf(text(&one), &reject)),
+        &decide(&token, &from_agent, "reject"),
         &[],
     )
     .await;
@@ -1275,4 +1292,39 @@ async fn the_privacy_page_shows_model_calls_and_decisions_never_pseudonyms() {
     );
     assert!(k.contains("Pipeline on:"), "{k}");
     assert!(!k.contains("The knowledge pipeline is off."), "{k}");
+}
+
+#[tokio::test]
+async fn every_decision_button_of_a_long_list_works() {
+    let (h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let filed: Vec<String> = (0..80)
+        .map(|i| file_entry(&h, &format!("topic number {i}"), "pipeline", None).0)
+        .collect();
+    let page = get_with(&h, "/knowledge", &[("cookie", &cookie)]).await;
+    let page = text(&page);
+    assert_eq!(
+        page.matches("action=\"/knowledge/decide\"").count(),
+        160,
+        "approve and reject on each card"
+    );
+    // The token at the top of the page works on the last card's button.
+    let token = csrf(page, "/knowledge/decide");
+    let marker = "name=\"entry\" value=\"";
+    let at = page.rfind(marker).unwrap() + marker.len();
+    let oldest = &page[at..at + 36];
+    assert!(filed.iter().any(|id| id == oldest), "{oldest}");
+    let r = post_form(
+        &h,
+        "/knowledge/decide",
+        &cookie,
+        &format!("csrf={token}&entry={oldest}&decision=approve"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", text(&r));
+    assert_eq!(
+        h.count("SELECT count(*) FROM knowledge_entries WHERE status = 'approved'"),
+        1
+    );
 }

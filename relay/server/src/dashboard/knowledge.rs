@@ -177,11 +177,17 @@ fn scores(v: &Value) -> Markup {
     }
 }
 
-fn decision_form(ctx: &Ctx, e: &Entry, verb: &str, label: &str, class: &str) -> Markup {
-    let action = format!("/knowledge/{}/{verb}", e.id);
+/// The form path every approve and reject button posts to. One CSRF token, minted per page render, serves all
+/// of a page's buttons (the first one used spends it, and the page it leads to has a fresh one): a token per
+/// button would run past the tokens a session keeps on a long list.
+const DECIDE: &str = "/knowledge/decide";
+
+fn decision_form(csrf: &str, e: &Entry, decision: &str, label: &str, class: &str) -> Markup {
     html! {
-        form.inline method="post" action=(action) {
-            input type="hidden" name="csrf" value=(ctx.csrf(&action));
+        form.inline method="post" action=(DECIDE) {
+            input type="hidden" name="csrf" value=(csrf);
+            input type="hidden" name="entry" value=(e.id);
+            input type="hidden" name="decision" value=(decision);
             button class=(class) type="submit" aria-label={(label) ": " (e.topic)} { (label) }
         }
     }
@@ -189,7 +195,7 @@ fn decision_form(ctx: &Ctx, e: &Entry, verb: &str, label: &str, class: &str) -> 
 
 /// One entry as a card: what it says, who proposed it, how it was rated, where it comes from, and its actions.
 fn entry_card(
-    ctx: &Ctx,
+    csrf: &str,
     e: &Entry,
     sources: &HashMap<String, SourceView>,
     now: OffsetDateTime,
@@ -261,8 +267,8 @@ fn entry_card(
                 }
             }
             div.actions {
-                @if e.status != "approved" { (decision_form(ctx, e, "approve", "Approve", "approve")) }
-                @if e.status != "rejected" { (decision_form(ctx, e, "reject", "Reject", "danger")) }
+                @if e.status != "approved" { (decision_form(csrf, e, "approve", "Approve", "approve")) }
+                @if e.status != "rejected" { (decision_form(csrf, e, "reject", "Reject", "danger")) }
                 @if !on_own_page { a.button href={"/knowledge/" (e.id) "#edit"} { "Edit…" } }
             }
         }
@@ -387,6 +393,7 @@ pub(super) async fn list(
     let more = list.len() > PER_PAGE as usize;
     let shown = &list[..list.len().min(PER_PAGE as usize)];
     let ctx = ctx(st, secret);
+    let csrf = ctx.csrf(DECIDE);
     Ok(layout(
         &ctx,
         "/knowledge",
@@ -418,7 +425,7 @@ pub(super) async fn list(
                     }
                 }
             }
-            @for e in shown { (entry_card(&ctx, e, &sources, now, false)) }
+            @for e in shown { (entry_card(&csrf, e, &sources, now, false)) }
             @if more {
                 p.count { "Showing the newest " (PER_PAGE) "; narrow with words, or list them all with " code { "personkit knowledge list --status " (status) " --limit 500" } "." }
             }
@@ -581,7 +588,7 @@ fn entry_page(
         &e.topic,
         html! {
             p.meta { a href={"/knowledge?status=" (e.status)} { "← " (e.status) " entries" } }
-            (entry_card(ctx, e, sources, now, true))
+            (entry_card(&ctx.csrf(DECIDE), e, sources, now, true))
             section #edit aria-labelledby="edit-h" {
                 h2 #edit-h { "Edit" }
                 p.hint { "Correct the words; the entry keeps its status, sources and scores." }
@@ -706,16 +713,36 @@ pub(super) async fn edit(
     Ok(Redirect::to(&format!("/knowledge/{}?done=edited#edit", e.id)).into_response())
 }
 
-async fn decide(
-    st: AppState,
-    secret: SessionSecret,
-    to: PostedTo,
-    id: String,
-    status: &'static str,
+/// `POST /knowledge/decide` with `entry` and `decision` (`approve` or `reject`): records the user's decision (and
+/// an audit row) and goes back to the tab the entry was on.
+pub(super) async fn decide(
+    State(st): State<AppState>,
+    Extension(secret): Extension<SessionSecret>,
+    Extension(to): Extension<PostedTo>,
     body: Body,
 ) -> Page {
     let ctx = ctx(st.clone(), secret);
-    super::posted_form(&ctx, &to, body).await?;
+    let f = posted_fields(
+        &ctx,
+        &to,
+        body,
+        super::FORM_BYTES,
+        &["csrf", "entry", "decision"],
+    )
+    .await?;
+    let status = match f.get("decision").as_deref() {
+        Some("approve") => "approved",
+        Some("reject") => "rejected",
+        _ => {
+            return Err(PageError::new(
+                StatusCode::BAD_REQUEST,
+                "That did not work",
+                "the decision is approve or reject",
+                "use the buttons on the Knowledge page",
+            ));
+        }
+    };
+    let id = f.get("entry").unwrap_or_default();
     let now = st.clock.now();
     let db = st.db.clone();
     let before = tokio::task::spawn_blocking(move || {
@@ -755,28 +782,6 @@ async fn decide(
         ("entry".to_owned(), e.id.clone()),
     ]);
     Ok(Redirect::to(&format!("/knowledge?{q}")).into_response())
-}
-
-/// `POST /knowledge/{id}/approve`.
-pub(super) async fn approve(
-    State(st): State<AppState>,
-    Extension(secret): Extension<SessionSecret>,
-    Extension(to): Extension<PostedTo>,
-    Path(id): Path<String>,
-    body: Body,
-) -> Page {
-    decide(st, secret, to, id, "approved", body).await
-}
-
-/// `POST /knowledge/{id}/reject`.
-pub(super) async fn reject(
-    State(st): State<AppState>,
-    Extension(secret): Extension<SessionSecret>,
-    Extension(to): Extension<PostedTo>,
-    Path(id): Path<String>,
-    body: Body,
-) -> Page {
-    decide(st, secret, to, id, "rejected", body).await
 }
 
 // ---------------------------------------------------------------------------------------------------------------
