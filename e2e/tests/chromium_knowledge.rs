@@ -118,8 +118,11 @@ fn messages_text(s: &Seen) -> String {
 
 /// The stand-in model: one entry per window citing lines 1 and 3, naming the person as the request named them;
 /// the judge keeps every candidate.
-fn answer(seen: &Seen) -> Reply {
+fn answer(seen: &Seen, chatty_judge: bool) -> Reply {
     let text = messages_text(seen);
+    if text.contains("You check candidate") && chatty_judge {
+        return completion("They all look fine to me!");
+    }
     if text.contains("You check candidate") {
         let n = text
             .lines()
@@ -257,7 +260,11 @@ fn knowledge_is_reviewed_in_the_library_and_the_privacy_page_shows_the_audit_log
     shoot(&tab, &shots, "knowledge-off");
 
     // 2. A pass with the stand-in model (configured as remote, scrubbed), then an agent's proposal over MCP.
-    let model = StandIn::start_replies(|_, seen| answer(seen));
+    let chatty = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let judge_talks = chatty.clone();
+    let model = StandIn::start_replies(move |_, seen| {
+        answer(seen, judge_talks.load(std::sync::atomic::Ordering::SeqCst))
+    });
     // The relay read no [llm] settings when it started, so it makes no daily pass of its own during the test.
     std::fs::write(
         db.parent().unwrap().join("config.toml"),
@@ -497,4 +504,37 @@ fn knowledge_is_reviewed_in_the_library_and_the_privacy_page_shows_the_audit_log
     );
     assert!(!page.contains("Person_"), "no pseudonym is shown: {page}");
     shoot(&tab, &shots, "privacy-knowledge");
+
+    // 9. A judge that answers in prose: the batch is dropped and the Knowledge page raises the alert.
+    chatty.store(true, std::sync::atomic::Ordering::SeqCst);
+    let more: Vec<Value> = [
+        "We review every migration in pairs because a solo change once dropped a column in production.",
+        "Pair review catches the destructive statements early.",
+        "Yes — and the second reviewer always reads the rollback script too.",
+        "Reading the rollback script is the step people skip.",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, t)| turn(GPT, "reviews", personkit_testkit::alternating_role(i), t, Some(i as u32)))
+    .collect();
+    relay.http.send_batch(&device, &more);
+    let failed = relay.cli_json(&["knowledge", "run", "--once", "--json"]);
+    assert_eq!(failed["judge_failures"], 1, "{failed}");
+    tab.navigate(&format!("{base}/knowledge")).unwrap();
+    let alert = tab
+        .eval("document.querySelector('[role=alert]')?.innerText ?? ''")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        alert.contains("Alert:") && alert.contains("What to do:"),
+        "{}",
+        text_of(&tab)
+    );
+    assert_eq!(
+        tab_count("pending"),
+        json!("0"),
+        "nothing the judge did not pass is filed"
+    );
 }

@@ -186,10 +186,11 @@ pub(super) async fn overview(
             .map(|(name, json)| (name, serde_json::from_str(&json).unwrap_or_default()))
             .collect();
         let only = personkit_store::harvest::only_copies(c)?.len();
-        Ok::<_, ReadError>((s, n, cov, (warnings, only)))
+        let knowledge = personkit_store::knowledge::counts(c)?;
+        Ok::<_, ReadError>((s, n, cov, (warnings, only, knowledge)))
     })
     .await?;
-    let (tool_warnings, only_copies) = tools;
+    let (tool_warnings, only_copies, knowledge) = tools;
     let size = personkit_store::db::size_on_disk(st.db.path());
     let ctx = ctx(st, secret);
     Ok(layout(
@@ -250,6 +251,10 @@ pub(super) async fn overview(
                     dt { "Turns" } dd { (counts.turns) }
                     dt { "Stored contents (revisions included)" } dd { (counts.messages) }
                     dt { "Storage" } dd { (bytes(size)) }
+                    dt { "Knowledge" } dd {
+                        a href="/knowledge" { (knowledge.pending) " waiting for your approval" }
+                        ", " (knowledge.approved) " approved"
+                    }
                     dt { "Search" } dd {
                         @match (&key, &coverage) {
                             (Some(k), Some(c)) => {
