@@ -1192,7 +1192,7 @@ async fn knowledge_is_approved_rejected_and_edited_from_its_page_with_session_fo
     assert_eq!(e.tags, vec!["postgres", "schema"]);
     assert_eq!(
         (e.confidence.as_str(), e.context.as_deref()),
-        ("medium", Some(""))
+        ("medium", None)
     );
     assert_eq!(e.status, "approved", "an edit keeps the decision");
     let found = get_with(&h, "/knowledge?status=approved&q=schema", &c).await;
