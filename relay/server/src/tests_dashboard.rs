@@ -962,3 +962,369 @@ async fn threads_say_how_complete_they_are() {
     let one = get_with(&h, &format!("/threads/{g}"), &[("cookie", &cookie)]).await;
     assert!(text(&one).contains("2 missing"));
 }
+
+// ----------------------------------------------------------------------------------------------------------------
+// Dashboard: knowledge
+
+/// Files a pending entry the way the pipeline (origin `pipeline`) or an agent's proposal (`agent:<name>`) does,
+/// citing thread "a"'s first turn; returns (entry id, message id, thread id).
+fn file_entry(
+    h: &Harness,
+    topic: &str,
+    origin: &str,
+    reason: Option<&str>,
+) -> (String, String, String) {
+    use personkit_store::knowledge::{NewEntry, Source, insert};
+    let now = h.state().clock.now();
+    h.state()
+        .db
+        .write(|c| {
+            let (mid, tid): (String, String) = c.query_row(
+                "SELECT id, thread_id FROM messages WHERE is_current = 1 ORDER BY pk LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            let pipeline = origin == "pipeline";
+            let id = insert(
+                c,
+                &NewEntry {
+                    kind: "standard".into(),
+                    topic: topic.into(),
+                    position: "Rename columns in one migration, never by hand".into(),
+                    reasoning: "A hand-made rename once left the replica and the primary disagreeing for a day".into(),
+                    context: Some("production databases".into()),
+                    confidence: "high".into(),
+                    stability: "durable".into(),
+                    tags: vec!["postgres".into(), "migrations".into()],
+                    origin: origin.into(),
+                    reason: reason.map(str::to_owned),
+                    model: pipeline.then(|| "openai:stand-in".to_owned()),
+                    prompt_version: pipeline.then(|| "knowledge-v1".to_owned()),
+                    scores: pipeline.then(|| json!({"keep": true, "grounded": true, "distinctive": true, "judge": "openai:stand-in"})),
+                    sources: vec![Source { message_id: mid.clone(), thread_id: tid.clone() }],
+                    ..NewEntry::default()
+                },
+                now,
+            )?;
+            Ok::<_, personkit_store::DbError>((id, mid, tid))
+        })
+        .unwrap()
+}
+
+fn write_llm_config(h: &Harness, text: &str) {
+    let dir = h.state().db.path().parent().unwrap().to_path_buf();
+    std::fs::write(dir.join("config.toml"), text).unwrap();
+}
+
+#[tokio::test]
+async fn knowledge_is_approved_rejected_and_edited_from_its_page_with_session_forms() {
+    let (h, _) = filled().await;
+    write_llm_config(&h, "[llm]\nkind = \"none\"\n");
+    let cookie = sign_in(&h).await;
+    let c = [("cookie", cookie.as_str())];
+    let empty = get_with(&h, "/knowledge", &c).await;
+    assert_eq!(empty.status, StatusCode::OK, "{}", text(&empty));
+    let page = text(&empty);
+    assert!(
+        page.contains("The knowledge pipeline is off.") && page.contains("[llm]"),
+        "{page}"
+    );
+    assert!(page.contains("Nothing waits for you."), "{page}");
+    assert!(
+        page.contains("href=\"/knowledge\" aria-current=\"page\""),
+        "the nav links to the page: {page}"
+    );
+
+    let (from_pipeline, mid, tid) = file_entry(&h, "column renames", "pipeline", None);
+    let (from_agent, _, _) = file_entry(
+        &h,
+        "<script>alert(1)</script> schema changes",
+        "agent:claude-code",
+        Some("The user explained this while renaming a column"),
+    );
+    let page = get_with(&h, "/knowledge", &c).await;
+    let page = text(&page);
+    assert!(
+        page.contains("Pending <span class=\"n\">2</span>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("Approved <span class=\"n\">0</span>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("claude-code")
+            && page.contains("The user explained this while renaming a column"),
+        "{page}"
+    );
+    assert!(
+        page.contains("knowledge pipeline")
+            && page.contains("openai:stand-in")
+            && page.contains("knowledge-v1"),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("href=\"/threads/{tid}#turn-{mid}\"")),
+        "a source links to its turn: {page}"
+    );
+    assert!(
+        page.contains("how do I rename a postgres column"),
+        "the source's words are shown: {page}"
+    );
+    assert!(
+        page.contains("production databases") && page.contains("migrations"),
+        "{page}"
+    );
+    assert!(!page.contains("<script>alert(1)"), "{page}");
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt; schema changes"),
+        "{page}"
+    );
+
+    // Approve: a session form with the token minted for the page's decision forms, used once.
+    let token = csrf(page, "/knowledge/decide");
+    let decide = |token: &str, id: &str, decision: &str| {
+        format!("csrf={token}&entry={id}&decision={decision}")
+    };
+    let r = post_form(
+        &h,
+        "/knowledge/decide",
+        &cookie,
+        &decide(&token, &from_pipeline, "approve"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", text(&r));
+    let to = r
+        .headers
+        .get(header::LOCATION)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        to.starts_with("/knowledge?status=pending&done=approved"),
+        "{to}"
+    );
+    let again = post_form(
+        &h,
+        "/knowledge/decide",
+        &cookie,
+        &decide(&token, &from_agent, "approve"),
+        &[],
+    )
+    .await;
+    assert_eq!(again.status, StatusCode::FORBIDDEN, "a used token");
+    let status = |id: &str| {
+        let id = id.to_owned();
+        h.state()
+            .db
+            .read(move |c| personkit_store::knowledge::entry(c, &id))
+            .unwrap()
+            .unwrap()
+    };
+    let e = status(&from_pipeline);
+    assert_eq!(
+        (e.status.as_str(), e.decided_by.as_deref()),
+        ("approved", Some("dashboard"))
+    );
+    assert_eq!(status(&from_agent).status, "pending");
+    let landed = get_with(&h, &to, &c).await;
+    assert!(
+        text(&landed).contains("Approved: “column renames”"),
+        "{}",
+        text(&landed)
+    );
+    assert!(text(&landed).contains("Approved <span class=\"n\">1</span>"));
+
+    // Reject the agent's note from its own page.
+    let one = get_with(&h, &format!("/knowledge/{from_agent}"), &c).await;
+    assert_eq!(one.status, StatusCode::OK);
+    let token = csrf(text(&one), "/knowledge/decide");
+    let odd = post_form(
+        &h,
+        "/knowledge/decide",
+        &cookie,
+        &decide(&token, &from_agent, "maybe"),
+        &[],
+    )
+    .await;
+    assert_eq!(odd.status, StatusCode::BAD_REQUEST, "{}", text(&odd));
+    assert_eq!(status(&from_agent).status, "pending");
+    let one = get_with(&h, &format!("/knowledge/{from_agent}"), &c).await;
+    let token = csrf(text(&one), "/knowledge/decide");
+    let r = post_form(
+        &h,
+        "/knowledge/decide",
+        &cookie,
+        &decide(&token, &from_agent, "reject"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", text(&r));
+    assert_eq!(status(&from_agent).status, "rejected");
+
+    // Edit: an empty topic is refused with the form shown again; a good edit is saved and searchable.
+    let edit = format!("/knowledge/{from_pipeline}/edit");
+    let one = get_with(&h, &format!("/knowledge/{from_pipeline}"), &c).await;
+    let bad = post_form(
+        &h,
+        &edit,
+        &cookie,
+        &format!("csrf={}&topic=+&position=p&reasoning=r&context=&tags=&confidence=high&stability=durable", csrf(text(&one), &edit)),
+        &[],
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(
+        text(&bad).contains("Not saved: the topic cannot be empty"),
+        "{}",
+        text(&bad)
+    );
+    let form = format!(
+        "csrf={}&topic=column+renames+in+Postgres&position=Rename+columns+in+a+migration&reasoning=Hand+renames+drift+between+replica+and+primary&context=&tags=postgres%2C+schema&confidence=medium&stability=stable",
+        csrf(text(&bad), &edit)
+    );
+    let r = post_form(&h, &edit, &cookie, &form, &[]).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", text(&r));
+    let e = status(&from_pipeline);
+    assert_eq!(e.topic, "column renames in Postgres");
+    assert_eq!(e.tags, vec!["postgres", "schema"]);
+    assert_eq!(
+        (e.confidence.as_str(), e.context.as_deref()),
+        ("medium", None)
+    );
+    assert_eq!(e.status, "approved", "an edit keeps the decision");
+    let found = get_with(&h, "/knowledge?status=approved&q=schema", &c).await;
+    assert!(
+        text(&found).contains("column renames in Postgres"),
+        "{}",
+        text(&found)
+    );
+
+    // Every decision is in the audit log the privacy page shows; a bad tab is a 400 that says what to use.
+    let privacy = get_with(&h, "/privacy", &c).await;
+    let p = text(&privacy);
+    assert!(p.contains("Knowledge: what was sent to a model"), "{p}");
+    assert_eq!(
+        p.matches("<tr data-kind=\"approval\"").count(),
+        3,
+        "approve, reject, edit: {p}"
+    );
+    assert!(
+        p.contains(
+            "Edited topic, position, reasoning, context, confidence, stability, tags by dashboard"
+        ),
+        "{p}"
+    );
+    let bad_tab = get_with(&h, "/knowledge?status=maybe", &c).await;
+    assert_eq!(bad_tab.status, StatusCode::BAD_REQUEST);
+    assert!(text(&bad_tab).contains("pending, approved or rejected"));
+    let missing = get_with(&h, "/knowledge/no-such-entry", &c).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let anon = get_with(&h, "/knowledge", &[]).await;
+    assert_eq!(anon.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn the_privacy_page_shows_model_calls_and_decisions_never_pseudonyms() {
+    let (h, _) = filled().await;
+    write_llm_config(
+        &h,
+        "[llm]\nkind = \"openai\"\nbase_url = \"https://llm.example/v1\"\nmodel = \"m\"\n\n[knowledge]\nscrub = \"on\"\n",
+    );
+    let now = h.state().clock.now();
+    h.state()
+        .db
+        .write(|c| {
+            use personkit_store::knowledge::{add_pseudonyms, audit, set_state};
+            add_pseudonyms(c, &[("Person_7F3A".into(), "Ana García".into())], now)?;
+            audit(
+                c,
+                "r1",
+                "call",
+                &["m1".into()],
+                &json!({"stage": "extract", "model": "openai:m", "endpoint": "https://llm.example/v1",
+                        "sent_as": "scrubbed", "replaced": {"email": 2, "name": 1},
+                        "prompt_tokens": 50, "completion_tokens": 20, "ms": 30, "outcome": "ok"}),
+                now,
+            )?;
+            audit(
+                c,
+                "r1",
+                "decision",
+                &["m1".into()],
+                &json!({"topic": "release timing", "action": "dropped", "why": "judge: not grounded", "outcome": "dropped"}),
+                now,
+            )?;
+            let alert = json!({"at": "2026-11-22T09:59:00Z", "message": "the judge failed twice; the batch was dropped",
+                               "hint": "check the model answers JSON"});
+            set_state(c, "alert", Some(&alert.to_string()))?;
+            Ok::<_, personkit_store::DbError>(())
+        })
+        .unwrap();
+    let cookie = sign_in(&h).await;
+    let c = [("cookie", cookie.as_str())];
+    let privacy = get_with(&h, "/privacy", &c).await;
+    let p = text(&privacy);
+    assert!(p.contains("openai m at https://llm.example/v1"), "{p}");
+    assert!(
+        p.contains("<strong>scrubbed</strong>") && p.contains("2 email, 1 name"),
+        "{p}"
+    );
+    assert!(
+        p.contains("dropped: “release timing” — judge: not grounded"),
+        "{p}"
+    );
+    assert!(
+        !p.contains("Person_7F3A") && !p.contains("Ana García"),
+        "no pseudonym map: {p}"
+    );
+    let k = get_with(&h, "/knowledge", &c).await;
+    let k = text(&k);
+    assert!(
+        k.contains("Alert: ") && k.contains("the judge failed twice"),
+        "{k}"
+    );
+    assert!(
+        k.contains("What to do: check the model answers JSON"),
+        "{k}"
+    );
+    assert!(k.contains("Pipeline on:"), "{k}");
+    assert!(!k.contains("The knowledge pipeline is off."), "{k}");
+}
+
+#[tokio::test]
+async fn every_decision_button_of_a_long_list_works() {
+    let (h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let filed: Vec<String> = (0..80)
+        .map(|i| file_entry(&h, &format!("topic number {i}"), "pipeline", None).0)
+        .collect();
+    let page = get_with(&h, "/knowledge", &[("cookie", &cookie)]).await;
+    let page = text(&page);
+    assert_eq!(
+        page.matches("action=\"/knowledge/decide\"").count(),
+        160,
+        "approve and reject on each card"
+    );
+    // The token at the top of the page works on the last card's button.
+    let token = csrf(page, "/knowledge/decide");
+    let marker = "name=\"entry\" value=\"";
+    let at = page.rfind(marker).unwrap() + marker.len();
+    let oldest = &page[at..at + 36];
+    assert!(filed.iter().any(|id| id == oldest), "{oldest}");
+    let r = post_form(
+        &h,
+        "/knowledge/decide",
+        &cookie,
+        &format!("csrf={token}&entry={oldest}&decision=approve"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", text(&r));
+    assert_eq!(
+        h.count("SELECT count(*) FROM knowledge_entries WHERE status = 'approved'"),
+        1
+    );
+}

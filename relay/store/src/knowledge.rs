@@ -339,7 +339,8 @@ pub fn decide(
     Ok(n == 1)
 }
 
-/// What a user's edit changes (each `None` keeps the stored value).
+/// What a user's edit changes (each `None` keeps the stored value; an empty `context` removes it: the entry then
+/// holds in general).
 #[derive(Debug, Clone, Default)]
 pub struct Edit {
     pub topic: Option<String>,
@@ -355,7 +356,8 @@ pub struct Edit {
 pub fn edit(conn: &Connection, id: &str, e: &Edit, now: OffsetDateTime) -> Result<bool, DbError> {
     let n = conn.execute(
         "UPDATE knowledge_entries SET topic = COALESCE(?2, topic), position = COALESCE(?3, position),
-             reasoning = COALESCE(?4, reasoning), context = COALESCE(?5, context),
+             reasoning = COALESCE(?4, reasoning),
+             context = CASE WHEN ?5 IS NULL THEN context WHEN trim(?5) = '' THEN NULL ELSE ?5 END,
              confidence = COALESCE(?6, confidence), stability = COALESCE(?7, stability),
              tags = COALESCE(?8, tags), updated_at = ?9
          WHERE id = ?1",
@@ -709,6 +711,35 @@ mod tests {
             now,
         )
         .unwrap();
+        edit(
+            &conn,
+            &b,
+            &Edit {
+                context: Some("big teams".into()),
+                ..Edit::default()
+            },
+            now,
+        )
+        .unwrap();
+        assert_eq!(
+            entry(&conn, &b).unwrap().unwrap().context.as_deref(),
+            Some("big teams")
+        );
+        edit(
+            &conn,
+            &b,
+            &Edit {
+                context: Some(String::new()),
+                ..Edit::default()
+            },
+            now,
+        )
+        .unwrap();
+        assert_eq!(
+            entry(&conn, &b).unwrap().unwrap().context,
+            None,
+            "an empty context removes it"
+        );
         let by_new_topic = near_topic(&conn, "pull requests", 5).unwrap();
         assert_eq!(by_new_topic.len(), 1);
         assert_eq!(by_new_topic[0].id, b);

@@ -1,6 +1,7 @@
 //! The dashboard at the relay's root: server-rendered HTML (maud) with no JavaScript at all — every page is a
 //! plain document, every action a form — over the same read layer (`personkit_store::read`), search
-//! (`personkit_search::query`) and forget call (`personkit_store::forget`) the API and MCP use.
+//! (`personkit_search::query`), forget call (`personkit_store::forget`) and knowledge rows
+//! (`personkit_store::knowledge`, the Knowledge page where entries are approved) the API, CLI and MCP use.
 //!
 //! Sign-in: `personkit open` or `POST /v1/me/dashboard-link` makes a one-time link (`/signin?t=…`, stored hashed,
 //! 5 minutes); using it opens a session, kept in the corpus (hashed, `personkit_store::signin`) so it outlives a
@@ -13,6 +14,7 @@
 //! and must not come from another origin (`Origin`, `Sec-Fetch-Site`). Responses forbid framing, scripts and
 //! outside resources (CSP).
 
+mod knowledge;
 mod markdown;
 mod pages;
 
@@ -208,6 +210,10 @@ pub fn router(state: AppState) -> Router<AppState> {
             get(pages::forget_thread_confirm).post(pages::forget_thread),
         )
         .route("/search", get(pages::search))
+        .route("/knowledge", get(knowledge::list))
+        .route("/knowledge/decide", post(knowledge::decide))
+        .route("/knowledge/{id}", get(knowledge::show))
+        .route("/knowledge/{id}/edit", post(knowledge::edit))
         .route("/devices", get(pages::devices))
         .route("/devices/pair", post(pages::pair_device))
         .route("/devices/{id}/revoke", post(pages::revoke_device))
@@ -464,7 +470,25 @@ pub(crate) async fn posted_form(
     to: &PostedTo,
     body: Body,
 ) -> Result<crate::routes::read::Params, PageError> {
-    let bytes = axum::body::to_bytes(body, FORM_BYTES).await.map_err(|_| {
+    posted_fields(
+        ctx,
+        to,
+        body,
+        FORM_BYTES,
+        &["csrf", "site", "since", "until", "confirm"],
+    )
+    .await
+}
+
+/// [`posted_form`] for a form with other fields (`allowed`, `csrf` among them) and a body of up to `max_bytes`.
+pub(crate) async fn posted_fields(
+    ctx: &Ctx,
+    to: &PostedTo,
+    body: Body,
+    max_bytes: usize,
+    allowed: &[&str],
+) -> Result<crate::routes::read::Params, PageError> {
+    let bytes = axum::body::to_bytes(body, max_bytes).await.map_err(|_| {
         PageError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "That did not work",
@@ -491,12 +515,8 @@ pub(crate) async fn posted_form(
             "reload the page and send the form again",
         ));
     }
-    crate::routes::read::Params::parse(
-        Some(&text),
-        &["csrf", "site", "since", "until", "confirm"],
-        "use the dashboard's own forms",
-    )
-    .map_err(PageError::from)
+    crate::routes::read::Params::parse(Some(&text), allowed, "use the dashboard's own forms")
+        .map_err(PageError::from)
 }
 
 /// `GET /signin?t=<secret>`: uses a one-time link and opens a session. The answer is a page that moves on to

@@ -1,4 +1,5 @@
-//! The dashboard's pages: Overview, Threads, Thread (with Export and Forget), Search, Devices, Privacy. Each
+//! The dashboard's pages: Overview, Threads, Thread (with Export and Forget), Search, Devices, Privacy (Knowledge
+//! is in `knowledge.rs`). Each
 //! handler reads through `personkit_store::read` / `personkit_search::query` and renders with maud, which
 //! escapes every value it is given.
 
@@ -22,12 +23,13 @@ use crate::error::AppError;
 use crate::routes::read::{Params, run};
 use crate::state::AppState;
 
-type Page = Result<Response, PageError>;
+pub(super) type Page = Result<Response, PageError>;
 
-const NAV: [(&str, &str); 5] = [
+const NAV: [(&str, &str); 6] = [
     ("/", "Overview"),
     ("/threads", "Threads"),
     ("/search", "Search"),
+    ("/knowledge", "Knowledge"),
     ("/devices", "Devices"),
     ("/privacy", "Privacy"),
 ];
@@ -37,7 +39,7 @@ const TURNS_PER_PAGE: u32 = 100;
 /// Threads per list page.
 const THREADS_PER_PAGE: u32 = 50;
 
-fn layout(ctx: &Ctx, current: &str, title: &str, body: Markup) -> Response {
+pub(super) fn layout(ctx: &Ctx, current: &str, title: &str, body: Markup) -> Response {
     let csrf = ctx.csrf("/signout");
     let doc = html! {
         (DOCTYPE)
@@ -81,17 +83,17 @@ fn layout(ctx: &Ctx, current: &str, title: &str, body: Markup) -> Response {
     Html(doc.into_string()).into_response()
 }
 
-fn ctx(st: AppState, secret: SessionSecret) -> Ctx {
+pub(super) fn ctx(st: AppState, secret: SessionSecret) -> Ctx {
     Ctx { st, secret }
 }
 
 /// `browser-ext:chatgpt` → `chatgpt`.
-fn site_name(surface: &str) -> &str {
+pub(super) fn site_name(surface: &str) -> &str {
     surface.split_once(':').map_or(surface, |(_, s)| s)
 }
 
 /// A stored time as people read it: `2026-11-22 09:01 UTC`.
-fn when(t: &str) -> String {
+pub(super) fn when(t: &str) -> String {
     format!("{} UTC", compact::minute(t))
 }
 
@@ -108,7 +110,7 @@ fn ago(t: &str, now: OffsetDateTime) -> String {
     }
 }
 
-fn time_el(t: &str, now: OffsetDateTime) -> Markup {
+pub(super) fn time_el(t: &str, now: OffsetDateTime) -> Markup {
     html! { time datetime=(t) title=(when(t)) { (ago(t, now)) } }
 }
 
@@ -184,10 +186,11 @@ pub(super) async fn overview(
             .map(|(name, json)| (name, serde_json::from_str(&json).unwrap_or_default()))
             .collect();
         let only = personkit_store::harvest::only_copies(c)?.len();
-        Ok::<_, ReadError>((s, n, cov, (warnings, only)))
+        let knowledge = personkit_store::knowledge::counts(c)?;
+        Ok::<_, ReadError>((s, n, cov, (warnings, only, knowledge)))
     })
     .await?;
-    let (tool_warnings, only_copies) = tools;
+    let (tool_warnings, only_copies, knowledge) = tools;
     let size = personkit_store::db::size_on_disk(st.db.path());
     let ctx = ctx(st, secret);
     Ok(layout(
@@ -248,6 +251,10 @@ pub(super) async fn overview(
                     dt { "Turns" } dd { (counts.turns) }
                     dt { "Stored contents (revisions included)" } dd { (counts.messages) }
                     dt { "Storage" } dd { (bytes(size)) }
+                    dt { "Knowledge" } dd {
+                        a href="/knowledge" { (knowledge.pending) " waiting for your approval" }
+                        ", " (knowledge.approved) " approved"
+                    }
                     dt { "Search" } dd {
                         @match (&key, &coverage) {
                             (Some(k), Some(c)) => {
@@ -386,7 +393,7 @@ fn completeness(c: &read::Completeness, now: OffsetDateTime) -> Markup {
     }
 }
 
-fn encode_query(pairs: &[(String, String)]) -> String {
+pub(super) fn encode_query(pairs: &[(String, String)]) -> String {
     fn enc(s: &str) -> String {
         s.bytes()
             .map(|b| match b {
@@ -987,6 +994,7 @@ pub(super) async fn privacy(
     let path = st.db.path().display().to_string();
     let size = personkit_store::db::size_on_disk(st.db.path());
     let embedder = st.embedder.as_ref().map(|e| e.model_key());
+    let audit = super::knowledge::audit_section(&st).await?;
     let ctx = ctx(st, secret);
     Ok(layout(
         &ctx,
@@ -1011,8 +1019,10 @@ pub(super) async fn privacy(
                     li { "Your own patterns, added in the extension's popup." }
                     li { "Each is replaced by a marker such as " code { "[REDACTED:openai_key]" } " in the extension, before the turn is queued; the relay never sees the secret." }
                     li { "When the embedder is a remote service, e-mail addresses, phone numbers and amounts are also scrubbed from the text sent to it." }
+                    li { "When the knowledge pipeline's language model is off this machine, the text it reads is scrubbed first (secrets, e-mail addresses, phone numbers, amounts, and people's names as pseudonyms), unless " code { "scrub = \"off\"" } " is set. The log below says how each call was sent." }
                 }
             }
+            (audit)
             section aria-labelledby="where" {
                 h2 #where { "Where your corpus lives" }
                 dl.facts {
