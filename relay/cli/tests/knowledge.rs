@@ -243,6 +243,28 @@ fn entries_wait_for_the_users_decision_and_every_decision_is_audited() {
     assert!(out.stderr.contains("knowledge list"), "{}", out.stderr);
     let log = cli_json(&db, &["knowledge", "audit", "--kind", "approval", "--json"]);
     assert_eq!(log[0]["detail"]["entry"], id.as_str());
+    // An edit is checked as the dashboard checks it, and audited by field name, never by text.
+    let out = cli(&db, &["knowledge", "edit", &id, "--topic", "  "]);
+    assert!(!out.status.success());
+    assert!(
+        out.stderr.contains("topic cannot be empty"),
+        "{}",
+        out.stderr
+    );
+    let long = "x".repeat(2_001);
+    let out = cli(&db, &["knowledge", "edit", &id, "--reasoning", &long]);
+    assert!(out.stderr.contains("at most 2000"), "{}", out.stderr);
+    let out = cli(
+        &db,
+        &["knowledge", "edit", &id, "--topic", "Release cadence"],
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(out.stdout.contains("(topic)"), "{}", out.stdout);
+    let shown = cli_json(&db, &["knowledge", "show", &id, "--json"]);
+    assert_eq!(shown["topic"], "Release cadence");
+    let log = cli_json(&db, &["knowledge", "audit", "--kind", "approval", "--json"]);
+    assert_eq!(log[0]["detail"]["edited"], json!(["topic"]));
+    assert!(!log[0]["detail"].to_string().contains("Release cadence"));
     // A second pass has nothing new to read and sends nothing.
     let before = server.seen.lock().unwrap().len();
     let again = cli_json(&db, &["knowledge", "run", "--once", "--json"]);

@@ -380,24 +380,33 @@ fn dismiss(a: DismissArgs) -> anyhow::Result<()> {
 fn edit(a: EditArgs) -> anyhow::Result<()> {
     let db = open_db(&a.db)?;
     let e = db.read(|c| resolve(c, &a.id))?;
-    let nonempty = |o: &Option<String>, what: &str| -> anyhow::Result<Option<String>> {
-        match o {
-            Some(s) if s.trim().is_empty() => bail!("--{what} cannot be empty"),
-            other => Ok(other.clone()),
-        }
-    };
+    let trim = |o: &Option<String>| o.as_deref().map(|s| s.trim().to_owned());
     let change = Edit {
-        topic: nonempty(&a.topic, "topic")?,
-        position: nonempty(&a.position, "position")?,
-        reasoning: nonempty(&a.reasoning, "reasoning")?,
-        context: a.context.clone(),
+        topic: trim(&a.topic),
+        position: trim(&a.position),
+        reasoning: trim(&a.reasoning),
+        context: trim(&a.context),
         confidence: a.confidence.clone(),
         stability: a.stability.clone(),
-        tags: a.tags.clone(),
+        tags: a.tags.as_ref().map(|t| {
+            t.iter()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+                .collect()
+        }),
     };
+    if let Err(problem) = personkit_knowledge::decisions::check_edit(&change) {
+        bail!("{problem}; nothing was changed");
+    }
     let now = Clock::system().now();
-    db.write(|c| rows::edit(c, &e.id, &change, now))?;
-    println!("edited {}", e.id);
+    let fields = db
+        .write(|c| personkit_knowledge::decisions::edit(c, &e.id, &change, "cli", now))?
+        .unwrap_or_default();
+    if fields.is_empty() {
+        println!("{}: nothing to change", e.id);
+    } else {
+        println!("edited {} ({})", e.id, fields.join(", "));
+    }
     Ok(())
 }
 

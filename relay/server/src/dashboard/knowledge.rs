@@ -17,11 +17,10 @@ use axum::response::{IntoResponse, Redirect};
 use maud::{Markup, html};
 use personkit_knowledge::Health;
 use personkit_knowledge::prompt::{CONFIDENCE, STABILITY};
-use personkit_knowledge::validate::{MAX_CHARS, MAX_TAG_CHARS};
 use personkit_store::DbError;
 use personkit_store::knowledge::{self as rows, AuditRow, Counts, Edit, Entry, Filter};
 use personkit_store::read::{self, ReadError, compact};
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::pages::{Page, ctx, encode_query, layout, site_name, time_el, when};
@@ -41,8 +40,6 @@ const EXCERPT_CHARS: usize = 220;
 pub(super) const AUDIT_ROWS: u32 = 100;
 /// Largest edit form (four text fields at their longest, percent-encoded).
 const EDIT_FORM_BYTES: usize = 64 * 1024;
-/// Most tags an entry keeps.
-const MAX_TAGS: usize = 8;
 
 const TABS: [(&str, &str); 3] = [
     ("pending", "Pending"),
@@ -484,47 +481,14 @@ impl Draft {
 
     /// The edit this draft makes, or what is wrong with it.
     fn check(&self) -> Result<Edit, String> {
-        let fields = [
-            ("topic", &self.topic),
-            ("position", &self.position),
-            ("reasoning", &self.reasoning),
-            ("context", &self.context),
-        ];
-        for (k, v) in fields {
-            let max = MAX_CHARS
-                .iter()
-                .find(|(f, _)| *f == k)
-                .map_or(1_000, |(_, m)| *m);
-            let n = v.trim().chars().count();
-            if n == 0 && k != "context" {
-                return Err(format!("the {k} cannot be empty"));
-            }
-            if n > max {
-                return Err(format!("the {k} is {n} characters; at most {max}"));
-            }
-        }
         let tags: Vec<String> = self
             .tags
             .split(',')
             .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
             .filter(|t| !t.is_empty())
             .collect();
-        if tags.len() > MAX_TAGS {
-            return Err(format!("{} tags; at most {MAX_TAGS}", tags.len()));
-        }
-        if let Some(t) = tags.iter().find(|t| t.chars().count() > MAX_TAG_CHARS) {
-            return Err(format!(
-                "the tag {t:?} is longer than {MAX_TAG_CHARS} characters"
-            ));
-        }
-        if !CONFIDENCE.contains(&self.confidence.as_str()) {
-            return Err(format!("confidence is one of {}", CONFIDENCE.join(", ")));
-        }
-        if !STABILITY.contains(&self.stability.as_str()) {
-            return Err(format!("stability is one of {}", STABILITY.join(", ")));
-        }
         let trim = |s: &String| s.trim().to_owned();
-        Ok(Edit {
+        let edit = Edit {
             topic: Some(trim(&self.topic)),
             position: Some(trim(&self.position)),
             reasoning: Some(trim(&self.reasoning)),
@@ -532,36 +496,10 @@ impl Draft {
             confidence: Some(self.confidence.clone()),
             stability: Some(self.stability.clone()),
             tags: Some(tags),
-        })
+        };
+        personkit_knowledge::decisions::check_edit(&edit)?;
+        Ok(edit)
     }
-}
-
-/// The fields `edit` changes in `e` (names only: the audit log keeps no text of an edit).
-fn changed(e: &Entry, edit: &Edit) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    let differs = |new: &Option<String>, old: &str| new.as_deref().is_some_and(|n| n != old);
-    if differs(&edit.topic, &e.topic) {
-        out.push("topic");
-    }
-    if differs(&edit.position, &e.position) {
-        out.push("position");
-    }
-    if differs(&edit.reasoning, &e.reasoning) {
-        out.push("reasoning");
-    }
-    if differs(&edit.context, e.context.as_deref().unwrap_or("")) {
-        out.push("context");
-    }
-    if differs(&edit.confidence, &e.confidence) {
-        out.push("confidence");
-    }
-    if differs(&edit.stability, &e.stability) {
-        out.push("stability");
-    }
-    if edit.tags.as_ref().is_some_and(|t| *t != e.tags) {
-        out.push("tags");
-    }
-    out
 }
 
 fn entry_page(
@@ -686,30 +624,14 @@ pub(super) async fn edit(
             return Ok(resp);
         }
     };
-    let fields = changed(&e, &edit);
-    if !fields.is_empty() {
-        let db = st.db.clone();
-        let entry_id = e.id.clone();
-        tokio::task::spawn_blocking(move || {
-            db.write(|c| {
-                let tx = c.transaction()?;
-                rows::edit(&tx, &entry_id, &edit, now)?;
-                rows::audit(
-                    &tx,
-                    "dashboard",
-                    "approval",
-                    &[],
-                    &json!({"entry": entry_id, "edited": fields, "by": "dashboard", "outcome": "edited"}),
-                    now,
-                )?;
-                tx.commit()?;
-                Ok::<_, DbError>(())
-            })
-        })
-        .await
-        .map_err(|_| PageError::from(AppError::internal()))?
-        .map_err(|e| PageError::from(AppError::from(e)))?;
-    }
+    let db = st.db.clone();
+    let entry_id = e.id.clone();
+    tokio::task::spawn_blocking(move || {
+        db.write(|c| personkit_knowledge::decisions::edit(c, &entry_id, &edit, "dashboard", now))
+    })
+    .await
+    .map_err(|_| PageError::from(AppError::internal()))?
+    .map_err(|e| PageError::from(AppError::from(e)))?;
     Ok(Redirect::to(&format!("/knowledge/{}?done=edited#edit", e.id)).into_response())
 }
 
@@ -746,23 +668,7 @@ pub(super) async fn decide(
     let now = st.clock.now();
     let db = st.db.clone();
     let before = tokio::task::spawn_blocking(move || {
-        db.write(|c| {
-            let tx = c.transaction()?;
-            let Some(e) = rows::entry(&tx, &id)? else {
-                return Ok(None);
-            };
-            rows::decide(&tx, &e.id, status, "dashboard", now)?;
-            rows::audit(
-                &tx,
-                "dashboard",
-                "approval",
-                &[],
-                &json!({"entry": e.id, "status": status, "by": "dashboard", "outcome": status}),
-                now,
-            )?;
-            tx.commit()?;
-            Ok::<_, DbError>(Some(e))
-        })
+        db.write(|c| personkit_knowledge::decisions::decide(c, &id, status, "dashboard", now))
     })
     .await
     .map_err(|_| PageError::from(AppError::internal()))?
@@ -930,6 +836,7 @@ fn audit_row(r: &AuditRow, now: OffsetDateTime) -> Markup {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn an_edit_needs_words_within_bounds() {
