@@ -322,6 +322,14 @@ fn a_judge_answering_nonsense_drops_the_batch_and_health_raises_the_alert() {
     let health = cli_json(&db, &["corpus", "health", "--json"]);
     assert_eq!(health["knowledge"]["pipeline"], "on");
     assert!(
+        health["knowledge"]["scrubbing"]
+            .as_str()
+            .unwrap()
+            .starts_with("on: secrets, e-mails, phone numbers, amounts and people's names"),
+        "{}",
+        health["knowledge"]
+    );
+    assert!(
         health["knowledge"]["alert"]["message"]
             .as_str()
             .unwrap()

@@ -35,15 +35,18 @@ impl Decision {
 
     /// For `corpus health` and the start banner.
     pub fn describe(self, endpoint: Option<&str>) -> String {
+        self.describe_replacing(endpoint, "e-mails, phone numbers and amounts")
+    }
+
+    /// [`Decision::describe`] for a caller that replaces more (`replaced`: what, in words).
+    pub fn describe_replacing(self, endpoint: Option<&str>, replaced: &str) -> String {
         let host = endpoint.map(host_of).unwrap_or_default();
         match self {
             Decision::InProcess => "not needed: the model runs in this process".into(),
             Decision::Loopback => {
                 format!("not needed: {host} is on this machine (scrub = \"on\" forces it)")
             }
-            Decision::Scrub => format!(
-                "on: e-mails, phone numbers and amounts are replaced before text goes to {host}"
-            ),
+            Decision::Scrub => format!("on: {replaced} are replaced before text goes to {host}"),
             Decision::Off => format!("OFF: text goes to {host} as stored (scrub = \"off\")"),
         }
     }

@@ -229,7 +229,14 @@ pub fn health(
     Ok(Health {
         pipeline,
         model,
-        scrubbing: decision.describe(endpoint.as_deref()),
+        scrubbing: decision.describe_replacing(
+            endpoint.as_deref(),
+            if settings.names {
+                "secrets, e-mails, phone numbers, amounts and people's names"
+            } else {
+                "secrets, e-mails, phone numbers and amounts"
+            },
+        ),
         hour: settings.hour,
         entries: rows::counts(conn)?,
         last_run: json("last_run")?,
