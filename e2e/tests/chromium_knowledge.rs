@@ -401,6 +401,24 @@ fn knowledge_is_reviewed_in_the_library_and_the_privacy_page_shows_the_audit_log
         approved_ids_seen_by_agent(&relay, &agent),
         [from_pipeline.as_str()]
     );
+    // Search lists the approved entry above the hits, and the turns it cites say they were found through it.
+    tab.navigate(&format!("{base}/search?q=friday+rollbacks"))
+        .unwrap();
+    let page = text_of(&tab);
+    assert!(
+        page.contains("Your approved knowledge") && page.contains("release timing"),
+        "{page}"
+    );
+    assert!(
+        page.contains("your approved knowledge, which cites it"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("contract risk"),
+        "a pending entry is not searched: {page}"
+    );
+    shoot(&tab, &shots, "search-knowledge");
+    tab.navigate(&format!("{base}/knowledge")).unwrap();
 
     // 6. Reject the agent's proposal: it moves to Rejected and never reaches an agent.
     click_and_wait(

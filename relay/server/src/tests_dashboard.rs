@@ -1128,6 +1128,23 @@ async fn knowledge_is_approved_rejected_and_edited_from_its_page_with_session_fo
         (e.status.as_str(), e.decided_by.as_deref()),
         ("approved", Some("dashboard"))
     );
+    // Search finds the approved entry, and the turn it cites through it; the pending one stays out.
+    let found = get_with(&h, "/search?q=replica+disagreeing+schema", &c).await;
+    let found = text(&found);
+    assert!(found.contains("Your approved knowledge"), "{found}");
+    assert!(
+        found.contains(&format!("href=\"/knowledge/{from_pipeline}\"")),
+        "{found}"
+    );
+    assert!(
+        !found.contains(&from_agent),
+        "a pending entry is not searched: {found}"
+    );
+    assert!(
+        found.contains(&format!("#turn-{mid}"))
+            && found.contains("your approved knowledge, which cites it"),
+        "{found}"
+    );
     assert_eq!(status(&from_agent).status, "pending");
     let landed = get_with(&h, &to, &c).await;
     assert!(

@@ -729,6 +729,7 @@ fn why(hit: &personkit_search::Hit) -> String {
             "recency" => format!("recency (rank {})", r.rank),
             "date" => "the date asked about".to_owned(),
             "when" => "saying when (the question asks when)".to_owned(),
+            "knowledge" => format!("your approved knowledge, which cites it (rank {})", r.rank),
             other => format!("{other} (rank {})", r.rank),
         })
         .collect::<Vec<_>>()
@@ -841,6 +842,20 @@ pub(super) async fn search(
                 }
                 @for sk in &r.signals_skipped {
                     p.notice.skipped role="status" { "Meaning was not searched: " (sk.reason) ". " (sk.hint) "." }
+                }
+                @if !r.knowledge.is_empty() {
+                    section.knowledge-matches aria-labelledby="km-h" {
+                        h2 #km-h { "Your approved knowledge" }
+                        ul {
+                            @for k in &r.knowledge {
+                                li {
+                                    a href={"/knowledge/" (k.id)} { (k.topic) }
+                                    " — " (k.position)
+                                    span.meta { " · " (k.kind) " · cites " (k.sources.len()) @if k.sources.len() == 1 { " turn" } @else { " turns" } }
+                                }
+                            }
+                        }
+                    }
                 }
                 @if r.hits.is_empty() { p.empty { "Nothing matches." } }
                 ol.hits {
