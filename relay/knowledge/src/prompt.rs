@@ -4,7 +4,7 @@
 use personkit_llm::Shape;
 
 /// Stored with every entry the pipeline makes.
-pub const PROMPT_VERSION: &str = "knowledge-v1";
+pub const PROMPT_VERSION: &str = "knowledge-v2";
 
 /// The five kinds of entry.
 pub const KINDS: [&str; 5] = [
@@ -25,21 +25,28 @@ pub const REDUCE_GROUP: usize = 40;
 pub const EXTRACT_SYSTEM: &str = "You read a conversation between a person (USER) and an AI assistant, and you \
 write down what it shows about how the PERSON thinks — their reasoning model, not a log of what was said.
 
-Rules for every candidate:
+What to keep:
 1. Reasoning, not meta. Ignore logistics, status, greetings, and talk about this conversation, the assistant or \
 the tools. Keep only the person's transferable reasoning, philosophy, standards, decisions with their why, and \
 reactions. What the ASSISTANT says is context only: never attribute it to the person.
 2. Commitment decides confidence and stability. A firm conviction the person would enforce: confidence high, \
 stability durable. A current working view: medium, stable. Thinking aloud about a one-off action: drop it. A \
 tentative belief that still generalises: low, evolving, and phrase it as tentative.
-3. Context. The topic must agree with the position. If the person applies a known rule the opposite way in a \
-particular situation, write the situation in `context`; otherwise leave `context` empty.
-4. The generalisation test: keep an entry only if it would help answer a question the person has never been \
+3. The generalisation test: keep an entry only if it would help answer a question the person has never been \
 asked directly. Drop anything tied only to this task, project or person, and anything they would not want kept \
-as their knowledge. Every entry needs the WHY in `reasoning`; no why, no entry.
+as their knowledge. No why, no entry.
 Never copy e-mail addresses, phone numbers, amounts or names of people into an entry.
-Cite the labels of the lines each entry rests on in `sources`. Return at most 8 entries; fewer is better and \
-none is a fine answer. Never pad.";
+
+How to write each entry, in your own words (never copy lines of the conversation, never repeat a sentence, never \
+copy these instructions):
+- topic: a few words naming the subject, which must agree with the position.
+- position: one short sentence about the person in the third person, saying what they hold as a general \
+statement (\"Holds that …\", \"Prefers …\").
+- reasoning: one or two sentences saying WHY they hold it, from what they said; not the position again.
+- context: an empty string, unless the person applies a rule the opposite way in a particular situation; then \
+that situation. Never a summary of the conversation.
+- sources: the labels of the lines the entry rests on.
+Return at most 8 entries; fewer is better and none is a fine answer. Never pad.";
 
 pub const JUDGE_SYSTEM: &str = "You check candidate knowledge entries against the conversation they were drawn \
 from. For each entry answer three questions, strictly:

@@ -280,7 +280,7 @@ fn at_most_eight_entries_per_window_whatever_the_model_returns() {
     for e in stored(&c, None) {
         assert_eq!(e.status, "pending");
         assert_eq!(e.model.as_deref(), Some("scripted:test"));
-        assert_eq!(e.prompt_version.as_deref(), Some("knowledge-v1"));
+        assert_eq!(e.prompt_version.as_deref(), Some("knowledge-v2"));
         assert!(
             e.sources.iter().all(|s| ids.contains(&s.message_id)),
             "{:?}",
