@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use personkit_e2e::chromium::{Chromium, LaunchOptions, Tab};
+use personkit_testkit::chat::{completion, judge_candidates, keep_all, messages_text, person_in};
 use personkit_testkit::{Relay, Reply, Seen, StandIn, temp_db, turn};
 use serde_json::{Value, json};
 
@@ -95,56 +96,23 @@ fn click_and_wait(tab: &Tab, selector: &str, until: &str) {
     });
 }
 
-/// The OpenAI-compatible answer with `content`.
-fn completion(content: &str) -> Reply {
-    Reply::json(
-        200,
-        &json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 120, "completion_tokens": 40}}),
-    )
-}
-
-fn messages_text(s: &Seen) -> String {
-    s.body["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .filter_map(|x| x["content"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
-}
-
 /// The stand-in model: one entry per window citing lines 1 and 3, naming the person as the request named them;
 /// the judge keeps every candidate.
 fn answer(seen: &Seen, chatty_judge: bool) -> Reply {
     let text = messages_text(seen);
-    if text.contains("You check candidate") && chatty_judge {
-        return completion("They all look fine to me!");
+    match judge_candidates(&text) {
+        Some(_) if chatty_judge => completion("They all look fine to me!"),
+        Some(n) => keep_all(n),
+        None => {
+            let person = person_in(&text, "Ana García");
+            let entry = json!({"type": "standard", "topic": "release timing",
+                "position": format!("Never ship on a Friday, as agreed with {person}"),
+                "reasoning": "A Friday release once cost a whole weekend of rollbacks; a working day after a release leaves time to fix it",
+                "context": "team releases", "confidence": "high", "stability": "durable", "tags": ["releases", "process"],
+                "sources": [1, 3]});
+            completion(&json!({ "entries": [entry] }).to_string())
+        }
     }
-    if text.contains("You check candidate") {
-        let n = text
-            .lines()
-            .filter(|l| l.split_once(". {").is_some())
-            .count()
-            .max(1);
-        let verdicts: Vec<Value> = (1..=n)
-            .map(|i| json!({"entry": i, "keep": true, "grounded": true, "distinctive": true}))
-            .collect();
-        return completion(&json!({ "verdicts": verdicts }).to_string());
-    }
-    let person = text
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .find(|w| w.starts_with("Person_"))
-        .unwrap_or("Ana García")
-        .to_owned();
-    let entry = json!({"type": "standard", "topic": "release timing",
-        "position": format!("Never ship on a Friday, as agreed with {person}"),
-        "reasoning": "A Friday release once cost a whole weekend of rollbacks; a working day after a release leaves time to fix it",
-        "context": "team releases", "confidence": "high", "stability": "durable", "tags": ["releases", "process"],
-        "sources": [1, 3]});
-    completion(&json!({ "entries": [entry] }).to_string())
 }
 
 /// One MCP tool call over the relay's `/mcp` with an agent token (the current protocol revision: no handshake).

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use personkit_shared::wire::{ClientInfo, Role, build_observation};
 use personkit_store::ingest::{Origin, ingest_observations};
+use personkit_testkit::chat::{completion, judge_candidates, keep_all, messages_text, person_in};
 use personkit_testkit::{Reply, Seen, StandIn, cli, cli_json, temp_db};
 
 /// What the user said: every kind of detail that must not leave the machine.
@@ -67,27 +68,6 @@ fn seed(db: &Path) {
     .unwrap();
 }
 
-/// An OpenAI-compatible answer with `content`.
-fn completion(content: &str) -> Reply {
-    Reply::json(
-        200,
-        &json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 20}}),
-    )
-}
-
-fn messages_text(s: &Seen) -> String {
-    s.body["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .filter_map(|x| x["content"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
-}
-
 /// Extracts one entry that names the person as the request named them (a pseudonym or the real name), and keeps
 /// everything the judge is shown.
 fn model_server() -> StandIn {
@@ -96,35 +76,21 @@ fn model_server() -> StandIn {
 
 /// The stand-in's answer to `seen`; with `chatty_judge`, the judge answers in prose, not JSON.
 fn answer(seen: &Seen, chatty_judge: bool) -> Reply {
-    {
-        let text = messages_text(seen);
-        if text.contains("You check candidate") && chatty_judge {
-            return completion("All of these look great to me!");
+    let text = messages_text(seen);
+    match judge_candidates(&text) {
+        Some(_) if chatty_judge => completion("All of these look great to me!"),
+        Some(n) => keep_all(n),
+        None => {
+            let person = person_in(&text, "Ana García");
+            let entry = json!({"type": "standard", "topic": "release timing",
+                "position": format!("Never ship on a Friday, as agreed with {person}"),
+                "reasoning": "A Friday release once cost a whole weekend of rollbacks; a working day after a release leaves time to fix it",
+                "context": "", "confidence": "high", "stability": "durable", "tags": ["releases"], "sources": [1, 3]});
+            completion(&format!(
+                "Here you go:\n```json\n{}\n```",
+                json!({ "entries": [entry] })
+            ))
         }
-        if text.contains("You check candidate") {
-            let n = text
-                .lines()
-                .filter(|l| l.split_once(". {").is_some())
-                .count()
-                .max(1);
-            let verdicts: Vec<Value> = (1..=n)
-                .map(|i| json!({"entry": i, "keep": true, "grounded": true, "distinctive": true}))
-                .collect();
-            return completion(&json!({ "verdicts": verdicts }).to_string());
-        }
-        let person = text
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .find(|w| w.starts_with("Person_"))
-            .unwrap_or("Ana García")
-            .to_owned();
-        let entry = json!({"type": "standard", "topic": "release timing",
-            "position": format!("Never ship on a Friday, as agreed with {person}"),
-            "reasoning": "A Friday release once cost a whole weekend of rollbacks; a working day after a release leaves time to fix it",
-            "context": "", "confidence": "high", "stability": "durable", "tags": ["releases"], "sources": [1, 3]});
-        completion(&format!(
-            "Here you go:\n```json\n{}\n```",
-            json!({ "entries": [entry] })
-        ))
     }
 }
 

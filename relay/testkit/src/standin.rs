@@ -237,3 +237,60 @@ pub fn fake_vector(text: &str, dim: usize) -> Vec<f32> {
         })
         .collect()
 }
+
+/// Answers a stand-in for an OpenAI-compatible chat server gives, and what tests read of the requests it saw.
+pub mod chat {
+    use serde_json::{Value, json};
+
+    use super::{Reply, Seen};
+
+    /// A chat completion whose message is `content`.
+    pub fn completion(content: &str) -> Reply {
+        Reply::json(
+            200,
+            &json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 120, "completion_tokens": 40}}),
+        )
+    }
+
+    /// Every message's text of a request, one after the other.
+    pub fn messages_text(s: &Seen) -> String {
+        s.body["messages"]
+            .as_array()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|x| x["content"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    }
+
+    /// For a knowledge judge's request (its system prompt starts "You check candidate"), how many candidates it
+    /// lists (`N. {…}` lines, at least one); `None` for any other request.
+    pub fn judge_candidates(text: &str) -> Option<usize> {
+        text.contains("You check candidate").then(|| {
+            text.lines()
+                .filter(|l| l.split_once(". {").is_some())
+                .count()
+                .max(1)
+        })
+    }
+
+    /// The judge's answer keeping all `n` candidates.
+    pub fn keep_all(n: usize) -> Reply {
+        let verdicts: Vec<Value> = (1..=n)
+            .map(|i| json!({"entry": i, "keep": true, "grounded": true, "distinctive": true}))
+            .collect();
+        completion(&json!({ "verdicts": verdicts }).to_string())
+    }
+
+    /// The first `Person_…` pseudonym in `text`, else `real`: how a stand-in names the person the way the request
+    /// named them, so a test sees whether names were replaced and put back.
+    pub fn person_in(text: &str, real: &str) -> String {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .find(|w| w.starts_with("Person_"))
+            .unwrap_or(real)
+            .to_owned()
+    }
+}
