@@ -937,11 +937,10 @@ fn insert_member(
 /// the brace itself for the top level.
 fn object_line_start(text: &str, open: usize) -> usize {
     let line_start = text[..open].rfind('\n').map(|n| n + 1).unwrap_or(0);
-    let content = text[line_start..open]
+    text[line_start..open]
         .find(|c: char| c != ' ' && c != '\t')
         .map(|o| line_start + o)
-        .unwrap_or(open);
-    content
+        .unwrap_or(open)
 }
 
 fn top_open(text: &str) -> Option<usize> {
@@ -1208,6 +1207,7 @@ fn write_atomic(file: &ConfigFile, text: &str, secret: bool) -> anyhow::Result<(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
