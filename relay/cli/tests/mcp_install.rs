@@ -490,3 +490,97 @@ fn http_writes_the_relays_address_and_an_agent_token_that_works() {
     refused(&o, "--url");
     assert!(!other.exists());
 }
+
+#[test]
+fn http_entries_take_each_clients_form() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = "https://relay.example/mcp";
+    for &(client, fx, _, _) in CLIENTS {
+        let path = tmp.path().join(fx);
+        let o = run(
+            tmp.path(),
+            &[
+                "mcp",
+                "install",
+                client,
+                "--http",
+                "--url",
+                url,
+                "--print",
+                "--json",
+                "--config",
+                path.to_str().unwrap(),
+            ],
+            None,
+        );
+        let v: Value = serde_json::from_str(&ok(&o)).unwrap();
+        assert_eq!(v["written"], false, "{client}");
+        assert!(!path.exists(), "{client}: --print created the file");
+        let e = &v["entry"];
+        let bearer = |h: &Value| {
+            h["Authorization"]
+                .as_str()
+                .unwrap()
+                .starts_with("Bearer pka_")
+        };
+        match client {
+            "claude-code" | "vscode" => {
+                assert_eq!(e["type"], "http", "{client}");
+                assert_eq!(e["url"], url, "{client}");
+                assert!(bearer(&e["headers"]), "{client}: {e}");
+            }
+            "cursor" => assert!(e["url"] == url && bearer(&e["headers"]), "{e}"),
+            "gemini" => assert!(e["httpUrl"] == url && bearer(&e["headers"]), "{e}"),
+            "codex" => assert!(e["url"] == url && bearer(&e["http_headers"]), "{e}"),
+            "claude-desktop" => {
+                assert_eq!(e["command"], "npx");
+                assert!(e["args"].as_array().unwrap().contains(&json!(url)), "{e}");
+                assert!(
+                    e["env"]["PERSONKIT_AUTH"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("Bearer pka_"),
+                    "{e}"
+                );
+            }
+            _ => unreachable!(),
+        }
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlinked_file_stays_a_link_and_keeps_its_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("dotfiles-mcp.json");
+    std::fs::write(&real, fixture("cursor.json")).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let link = tmp.path().join("mcp.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    ok(&run(
+        tmp.path(),
+        &[
+            "mcp",
+            "install",
+            "cursor",
+            "--config",
+            link.to_str().unwrap(),
+        ],
+        None,
+    ));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        parse(&real)["mcpServers"]["personkit"]["args"],
+        json!(["mcp"])
+    );
+    assert_eq!(
+        std::fs::metadata(&real).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+}
