@@ -38,7 +38,8 @@ pub enum Command {
     /// Read-only tokens for your own agents (MCP clients over HTTP): add, list, revoke.
     #[command(subcommand)]
     Agents(AgentsCommand),
-    /// Serve the corpus to an MCP client over stdio (read-only). Register it with your MCP client; see README.
+    /// Serve the corpus to an MCP client over stdio (read-only). `mcp install <client>` registers it with Claude
+    /// Desktop, Claude Code, Cursor, VS Code, Codex or Gemini CLI; `mcp uninstall <client>` removes it.
     Mcp(cmd::mcp::McpArgs),
     /// Look into the corpus and search it.
     #[command(subcommand)]

@@ -1,22 +1,39 @@
 //! `personkit mcp`: the MCP server over stdio on the local corpus, for MCP clients that start it as a process
 //! (Claude Desktop, Claude Code). It opens the corpus read-only and never writes it; it runs beside a relay.
 //! Logs go to stderr (stdout carries the protocol). It stops when the client closes stdin or stops reading
-//! stdout.
+//! stdout. `personkit mcp install|uninstall <client>` ([`super::mcp_install`]) registers it with a client.
 
 use anyhow::{Context, anyhow};
-use clap::Args;
+use clap::{Args, Subcommand};
 use personkit_search::Indexes;
 use personkit_store::clock::Clock;
 
 use crate::args::DbArg;
 
 #[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct McpArgs {
+    #[command(subcommand)]
+    pub action: Option<McpAction>,
     #[command(flatten)]
     pub db: DbArg,
 }
 
+#[derive(Debug, Clone, Subcommand)]
+pub enum McpAction {
+    /// Register personkit's MCP server in a client's config file (stdio, or --http with an agent token);
+    /// backs the file up first and prints the line to add to CLAUDE.md / AGENTS.md / GEMINI.md.
+    Install(super::mcp_install::InstallArgs),
+    /// Remove the entry `mcp install` wrote (never one personkit did not write).
+    Uninstall(super::mcp_install::UninstallArgs),
+}
+
 pub fn run(a: McpArgs) -> anyhow::Result<()> {
+    match a.action {
+        Some(McpAction::Install(i)) => return super::mcp_install::install(i),
+        Some(McpAction::Uninstall(u)) => return super::mcp_install::uninstall(u),
+        None => {}
+    }
     let conn = a.db.open_read_only()?;
     // The configured embedder gives search its meaning signal; without one (or if it fails to load) search
     // still answers from words, entities and time, as `serve` does.

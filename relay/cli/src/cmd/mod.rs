@@ -7,6 +7,7 @@ pub mod harvest;
 pub mod import;
 pub mod knowledge;
 pub mod mcp;
+pub mod mcp_install;
 pub mod model;
 pub mod open;
 pub mod serve;
