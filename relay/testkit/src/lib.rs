@@ -931,7 +931,9 @@ pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
     (dir, db)
 }
 
-pub use standin::{Reply, Seen, StandIn, fake_vector, llm_model_path, model_dir, non_loopback_ip};
+pub use standin::{
+    Reply, Seen, StandIn, chat, fake_vector, llm_model_path, model_dir, non_loopback_ip,
+};
 
 /// The workspace's root folder (where `Cargo.toml`, `.venv` and `target/` are).
 pub fn workspace_root() -> PathBuf {
