@@ -312,8 +312,11 @@ fn knowledge_is_reviewed_in_the_library_and_the_privacy_page_shows_the_audit_log
         "{agent_card}"
     );
     let pipeline_card = card(&from_pipeline);
+    let stored = relay.cli_json(&["knowledge", "show", &from_pipeline, "--json"]);
+    let version = stored["prompt_version"].as_str().unwrap();
+    assert!(version.starts_with("knowledge-v"), "{stored}");
     assert!(
-        pipeline_card.contains("knowledge pipeline") && pipeline_card.contains("knowledge-v1"),
+        pipeline_card.contains("knowledge pipeline") && pipeline_card.contains(version),
         "{pipeline_card}"
     );
     assert!(

@@ -229,16 +229,13 @@ fn speed() {
 
 /// A Qwen2-architecture model (ChatML template, 151,936-token vocabulary, attention biases), when one is named by
 /// `PERSONKIT_TEST_LLM_QWEN2` (a GGUF file; BENCHMARKS.md, "Knowledge pipeline on the local model", says which
-/// PyPI packages hold one and how to join their parts). It is ~0.5–1.1 GB, so scripts/setup does not install it and
-/// the test says it did nothing when the variable is unset.
+/// PyPI packages hold one and how to join their parts). It is ~0.5–1.1 GB, so scripts/setup does not install it:
+/// the test is ignored unless asked for (`--ignored`), and then fails without the file.
 #[test]
+#[ignore = "needs PERSONKIT_TEST_LLM_QWEN2, a ~1 GB GGUF scripts/setup does not install (BENCHMARKS.md)"]
 fn a_qwen2_model_answers_plainly_and_under_a_shape() {
-    let Some(path) = std::env::var_os("PERSONKIT_TEST_LLM_QWEN2") else {
-        eprintln!(
-            "PERSONKIT_TEST_LLM_QWEN2 is unset: no Qwen2 model to test (see the doc comment)"
-        );
-        return;
-    };
+    let path = std::env::var_os("PERSONKIT_TEST_LLM_QWEN2")
+        .expect("set PERSONKIT_TEST_LLM_QWEN2 to a Qwen2 GGUF file (BENCHMARKS.md says which)");
     let m = LocalModel::open(std::path::Path::new(&path), LocalOptions::default()).unwrap();
     assert_eq!(m.kind(), "local");
     // The file says 32768; the default cap is 4096.
