@@ -234,7 +234,9 @@ impl LlmConfig {
             LlmKind::Openai => format!(
                 "openai {} at {}",
                 self.model.as_deref().unwrap_or("(model not set)"),
-                self.base_url.as_deref().unwrap_or("(base_url not set)")
+                self.base_url
+                    .as_deref()
+                    .map_or_else(|| "(base_url not set)".to_owned(), shown_url)
             ),
             LlmKind::Local => match self.model_path.as_deref().and_then(Path::file_stem) {
                 Some(name) => format!("local {} (in process)", name.to_string_lossy()),
@@ -246,6 +248,22 @@ impl LlmConfig {
 
 /// Model files smaller than this have their weights expanded to f32 when loaded (see [`crate::LocalOptions`]).
 pub const EXPAND_BELOW_BYTES: u64 = 300 * 1024 * 1024;
+
+/// A URL as personkit shows it (health, errors, the audit log): without a `user:password@` part and without a
+/// query string or fragment, where keys are sometimes put. Requests still go to the URL as configured.
+pub fn shown_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let rest = &rest[..end];
+    let host_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(host_end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
+    }
+}
 
 /// The configured model, or `None` for kind `none`.
 pub fn open(cfg: &LlmConfig) -> Result<Option<Arc<dyn ChatModel>>, LlmError> {
@@ -275,6 +293,21 @@ pub fn open(cfg: &LlmConfig) -> Result<Option<Arc<dyn ChatModel>>, LlmError> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    #[test]
+    fn shown_urls_keep_no_credentials_or_query() {
+        assert_eq!(
+            shown_url("https://user:s3cret@api.example.com/v1/chat/completions?key=abc#x"),
+            "https://api.example.com/v1/chat/completions"
+        );
+        assert_eq!(
+            shown_url("http://127.0.0.1:11434/v1"),
+            "http://127.0.0.1:11434/v1"
+        );
+        assert_eq!(shown_url("host:1/p?q"), "host:1/p");
+        let cfg = LlmConfig::openai("https://k:pw@api.example.com/v1?token=t", "m");
+        assert_eq!(cfg.describe(), "openai m at https://api.example.com/v1");
+    }
+
     use super::*;
 
     #[test]

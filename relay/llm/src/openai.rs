@@ -83,6 +83,8 @@ impl Format {
 pub struct OpenAiChat {
     agent: ureq::Agent,
     url: String,
+    /// `url` as health, errors and the audit log show it ([`crate::config::shown_url`]).
+    shown: String,
     model: String,
     model_id: String,
     api_key: Option<String>,
@@ -96,7 +98,7 @@ pub struct OpenAiChat {
 impl std::fmt::Debug for OpenAiChat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiChat")
-            .field("url", &self.url)
+            .field("url", &self.shown)
             .field("model", &self.model)
             .field("context_tokens", &self.context_tokens)
             .field("format", &self.format().as_str())
@@ -193,6 +195,7 @@ impl OpenAiChat {
             .into();
         Ok(Self {
             agent,
+            shown: crate::config::shown_url(&url),
             url,
             model: model.to_owned(),
             model_id: format!("openai:{model}"),
@@ -274,7 +277,7 @@ impl OpenAiChat {
 
     fn http(&self, message: String) -> LlmError {
         LlmError::Http {
-            url: self.url.clone(),
+            url: self.shown.clone(),
             message,
         }
     }
@@ -360,7 +363,7 @@ impl OpenAiChat {
             ));
         }
         let refused = LlmError::Refused {
-            url: self.url.clone(),
+            url: self.shown.clone(),
             status,
             message: quoted,
         };
@@ -453,7 +456,7 @@ impl ChatModel for OpenAiChat {
     }
 
     fn endpoint(&self) -> Option<&str> {
-        Some(&self.url)
+        Some(&self.shown)
     }
 
     fn context_tokens(&self) -> usize {
