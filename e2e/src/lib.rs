@@ -19,6 +19,7 @@ pub mod generated;
 pub mod http;
 pub mod proxy;
 pub mod relay;
+pub mod screenshots;
 pub mod server;
 pub mod session;
 

@@ -12,11 +12,12 @@
 //! hold (script tags in a title, a thread with numbered turns missing); they travel the same wire and ingest.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use personkit_e2e::chromium::Tab;
 use personkit_e2e::fixtures;
+use personkit_e2e::screenshots;
 use personkit_e2e::session::{LAND_TIMEOUT, Session};
 use serde_json::{Value, json};
 
@@ -26,40 +27,11 @@ const HOSTILE_TEXT: &str = "Here is the snippet you asked for: <script>window.__
 
 /// Where this run's screenshots go: `<target dir>/e2e-screenshots/dashboard-<unix time>`.
 fn run_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let target = exe
-        .ancestors()
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n == "debug" || n == "release")
-        })
-        .and_then(|p| p.parent())
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let dir = target
-        .join("e2e-screenshots")
-        .join(format!("dashboard-{secs}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    screenshots::run_dir("dashboard").unwrap()
 }
 
-/// A screenshot of the whole page (up to 4000 px tall) in the light and the dark scheme.
-fn shoot(tab: &Tab, dir: &std::path::Path, name: &str) {
-    for scheme in ["light", "dark"] {
-        tab.call(
-            "Emulation.setEmulatedMedia",
-            json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
-        )
-        .unwrap();
-        let png = tab.screenshot_full_page(4000.0).unwrap();
-        std::fs::write(dir.join(format!("{name}-{scheme}.png")), png).unwrap();
-    }
-    tab.call("Emulation.setEmulatedMedia", json!({"features": []}))
-        .unwrap();
+fn shoot(tab: &Tab, dir: &Path, name: &str) {
+    screenshots::shoot(tab, dir, name).unwrap();
 }
 
 fn text_of(tab: &Tab) -> String {
