@@ -10,16 +10,7 @@ use crate::chromium::Tab;
 
 /// This run's folder, `<target dir>/e2e-screenshots/<prefix>-<unix time>` (made if missing).
 pub fn run_dir(prefix: &str) -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("the test binary's path")?;
-    let target = exe
-        .ancestors()
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n == "debug" || n == "release")
-        })
-        .and_then(Path::parent)
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+    let target = personkit_testkit::target_dir();
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

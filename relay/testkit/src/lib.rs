@@ -87,6 +87,22 @@ pub fn bin() -> PathBuf {
     .clone()
 }
 
+/// The cargo target directory the running test or bench binary was built into (`target` when it cannot tell).
+pub fn target_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            exe.ancestors()
+                .find(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n == "debug" || n == "release")
+                })
+                .and_then(Path::parent)
+                .map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| PathBuf::from("target"))
+}
+
 /// Builds the `personkit` binary with cargo (release when `release`) and points [`bin`] at it, unless
 /// `PERSONKIT_BIN` is set. For benchmarks, which must not measure a stale binary.
 pub fn build_bin(release: bool) -> PathBuf {
@@ -108,17 +124,7 @@ pub fn build_bin(release: bool) -> PathBuf {
     }
     let st = cmd.status().expect("run cargo build");
     assert!(st.success(), "cargo build of the personkit binary failed");
-    let exe = std::env::current_exe().expect("own path");
-    let target = exe
-        .ancestors()
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n == "debug" || n == "release")
-        })
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("target"));
-    let p = target
+    let p = target_dir()
         .join(if release { "release" } else { "debug" })
         .join("personkit");
     // Relays started from now on run this build (unless one was chosen already).

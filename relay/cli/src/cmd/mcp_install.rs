@@ -380,17 +380,27 @@ fn servers<'a>(
     }
 }
 
-pub fn install(a: InstallArgs) -> anyhow::Result<()> {
-    check_name(&a.name)?;
-    let path = match &a.config {
-        Some(p) => p.clone(),
-        None => a.client.default_path()?,
+/// The client's config file (`config`, else its default place), parsed, and the entry named `name` in it.
+fn open_config(
+    client: Client,
+    config: Option<&Path>,
+    name: &str,
+) -> anyhow::Result<(ConfigFile, Value, Option<Value>)> {
+    check_name(name)?;
+    let path = match config {
+        Some(p) => p.to_path_buf(),
+        None => client.default_path()?,
     };
-    let file = ConfigFile::read(a.client, path)?;
+    let file = ConfigFile::read(client, path)?;
     let doc = file.parse()?;
-    let existing = servers(&doc, a.client, &file)?
-        .and_then(|s| s.get(&a.name))
+    let existing = servers(&doc, client, &file)?
+        .and_then(|s| s.get(name))
         .cloned();
+    Ok((file, doc, existing))
+}
+
+pub fn install(a: InstallArgs) -> anyhow::Result<()> {
+    let (file, doc, existing) = open_config(a.client, a.config.as_deref(), &a.name)?;
     if let Some(old) = &existing
         && !is_ours(old)
         && !a.force
@@ -567,16 +577,7 @@ pub fn install(a: InstallArgs) -> anyhow::Result<()> {
 }
 
 pub fn uninstall(a: UninstallArgs) -> anyhow::Result<()> {
-    check_name(&a.name)?;
-    let path = match &a.config {
-        Some(p) => p.clone(),
-        None => a.client.default_path()?,
-    };
-    let file = ConfigFile::read(a.client, path)?;
-    let doc = file.parse()?;
-    let existing = servers(&doc, a.client, &file)?
-        .and_then(|s| s.get(&a.name))
-        .cloned();
+    let (file, doc, existing) = open_config(a.client, a.config.as_deref(), &a.name)?;
     let Some(old) = existing else {
         if a.json {
             return print_json(
