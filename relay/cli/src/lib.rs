@@ -66,6 +66,17 @@ pub enum Command {
     /// `knowledge list`, `knowledge approve <id>`, `knowledge reject <id>`, `knowledge audit`.
     #[command(subcommand)]
     Knowledge(cmd::knowledge::KnowledgeCommand),
+    /// Run a memory tier now (`distill short|mid|long`) or see where each stands (`distill status`): short is a
+    /// digest of recent days (no model, daily at 03:00), mid a weekly summary and long a monthly memory (a model).
+    Distill(cmd::memory::DistillArgs),
+    /// The memory tiers' versions, every one kept: `memory list --tier mid`, `memory show mid`, `memory diff mid`.
+    #[command(subcommand)]
+    Memory(cmd::memory::MemoryCommand),
+    /// The profile you write about yourself for your agents: `profile show`, `profile set FILE`, `profile path`.
+    #[command(subcommand)]
+    Profile(cmd::memory::ProfileCommand),
+    /// Print what an agent loads (`--tier 1..4`), for pasting into a CLAUDE.md or AGENTS.md.
+    Context(cmd::memory::ContextArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -140,6 +151,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sync(c) => cmd::sync::run(c),
         Command::Harvest(a) => cmd::harvest::run(a),
         Command::Knowledge(c) => cmd::knowledge::run(c),
+        Command::Distill(a) => cmd::memory::distill(a),
+        Command::Memory(c) => cmd::memory::run(c),
+        Command::Profile(c) => cmd::memory::profile_cmd(c),
+        Command::Context(a) => cmd::memory::context_cmd(a),
         Command::Corpus(CorpusCommand::Snapshot(a)) => archive::snapshot(a),
         Command::Corpus(CorpusCommand::Restore(a)) => archive::restore(a),
     }

@@ -221,6 +221,52 @@ impl LlmConfig {
         Ok(parsed.llm.unwrap_or_default())
     }
 
+    /// This config with some of its keys replaced by `table` (a feature's own model, e.g. `[memory.mid.llm]`):
+    /// any of `[llm]`'s keys, the rest kept. Unknown keys are an error naming them.
+    pub fn overridden(&self, table: toml::Value) -> Result<Self, LlmError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Overrides {
+            kind: Option<String>,
+            base_url: Option<String>,
+            model: Option<String>,
+            api_key: Option<String>,
+            model_path: Option<PathBuf>,
+            timeout_ms: Option<u64>,
+            max_tokens: Option<u32>,
+            context_tokens: Option<usize>,
+            threads: Option<usize>,
+        }
+        let o: Overrides = table
+            .try_into()
+            .map_err(|e| LlmError::Config(format!("model override: {e}")))?;
+        let mut cfg = self.clone();
+        if let Some(k) = o.kind {
+            cfg.kind = LlmKind::parse(&k).ok_or_else(|| {
+                LlmError::Config(format!(
+                    "unknown language model kind {k:?}; use none, openai or local"
+                ))
+            })?;
+            cfg.kind_raw = Some(k);
+        }
+        cfg.base_url = o.base_url.or(cfg.base_url);
+        cfg.model = o.model.or(cfg.model);
+        cfg.api_key = o.api_key.or(cfg.api_key);
+        cfg.model_path = o.model_path.or(cfg.model_path);
+        cfg.context_tokens = o.context_tokens.or(cfg.context_tokens);
+        cfg.threads = o.threads.or(cfg.threads);
+        if let Some(t) = o.timeout_ms {
+            cfg.timeout_ms = t.clamp(TIMEOUT_RANGE_MS.0, TIMEOUT_RANGE_MS.1);
+        }
+        if let Some(m) = o.max_tokens {
+            if m == 0 {
+                return Err(LlmError::Config("max_tokens must be at least 1".into()));
+            }
+            cfg.max_tokens = m;
+        }
+        Ok(cfg)
+    }
+
     /// One call's wall-clock bound.
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms)

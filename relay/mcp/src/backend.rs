@@ -56,6 +56,10 @@ pub struct Backend {
     pub clock: Clock,
     /// Where agents' knowledge proposals are filed; `None`: the tool says proposals are not taken.
     pub proposals: Option<crate::knowledge::Proposals>,
+    /// The profile `get_context` reads.
+    pub profile_path: std::path::PathBuf,
+    /// Where the day begins for `get_context`'s today (read at start: the process's local offset).
+    pub local: time::UtcOffset,
 }
 
 /// A failed read, as the tools report it.
@@ -80,7 +84,16 @@ impl Backend {
             embedder,
             clock,
             proposals: None,
+            profile_path: personkit_memory::profile::path(),
+            local: time::UtcOffset::UTC,
         }
+    }
+
+    /// Reads the profile at `path` and cuts days at `local`.
+    pub fn with_memory(mut self, path: std::path::PathBuf, local: time::UtcOffset) -> Backend {
+        self.profile_path = path;
+        self.local = local;
+        self
     }
 
     /// Takes agents' knowledge proposals through `p`.

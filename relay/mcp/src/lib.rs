@@ -18,6 +18,7 @@ pub mod backend;
 pub mod budget;
 pub mod jsonrpc;
 pub mod knowledge;
+pub mod memory;
 pub mod stdio;
 pub mod tools;
 

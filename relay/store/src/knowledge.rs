@@ -289,6 +289,18 @@ fn any_words(words: &str) -> Option<String> {
     (!terms.is_empty()).then(|| terms.join(" OR "))
 }
 
+/// The approved entries an agent's context carries: most reinforced first, then the most recently decided,
+/// `limit` at most (≤ 200), without their sources.
+pub fn approved_for_context(conn: &Connection, limit: u32) -> Result<Vec<Entry>, DbError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {ENTRY_COLUMNS} FROM knowledge_entries e WHERE e.status = 'approved'
+         ORDER BY e.reinforced DESC, e.decided_at DESC, e.id LIMIT ?1"
+    ))?;
+    Ok(stmt
+        .query_map([limit.clamp(1, 200)], entry_row)?
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
 /// The candidates for reconciling a new entry: every entry whose topic shares a word with `topic`, best first, of
 /// any status (a rejected entry said again stays rejected rather than coming back).
 pub fn near_topic(conn: &Connection, topic: &str, limit: u32) -> Result<Vec<Entry>, DbError> {

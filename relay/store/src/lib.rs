@@ -28,6 +28,7 @@ pub mod harvest;
 pub mod health;
 pub mod ingest;
 pub mod knowledge;
+pub mod memory;
 pub mod migrations;
 #[cfg(feature = "bench")]
 pub mod neighbours;

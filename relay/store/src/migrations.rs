@@ -49,6 +49,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(19, "0019_dashboard_sessions"),
     migration!(20, "0020_harvest_guard"),
     migration!(21, "0021_knowledge"),
+    migration!(22, "0022_memory"),
 ];
 
 /// The schema version this build writes.

@@ -8,6 +8,7 @@ pub mod import;
 pub mod knowledge;
 pub mod mcp;
 pub mod mcp_install;
+pub mod memory;
 pub mod model;
 pub mod open;
 pub mod serve;
