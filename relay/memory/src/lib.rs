@@ -121,17 +121,32 @@ impl Tier {
         }
     }
 
-    /// Whether `local` (a local time) falls in this tier's scheduled minute window: the hour and the half hour
-    /// the tier starts in.
-    pub fn scheduled_at(self, local: OffsetDateTime) -> bool {
-        match self {
-            Tier::Short => local.hour() == 3 && local.minute() < 30,
+    /// The most recent scheduled start at or before `now`, in `now`'s offset (the machine's local time).
+    pub fn last_scheduled(self, now: OffsetDateTime) -> OffsetDateTime {
+        let at = |d: time::Date, h: u8, m: u8| {
+            d.with_hms(h, m, 0)
+                .unwrap_or(d.midnight())
+                .assume_offset(now.offset())
+        };
+        let today = now.date();
+        let candidate = match self {
+            Tier::Short => at(today, 3, 0),
             Tier::Mid => {
-                local.weekday() == time::Weekday::Sunday
-                    && local.hour() == 3
-                    && local.minute() >= 30
+                let back = today.weekday().number_days_from_sunday();
+                at(today - time::Duration::days(i64::from(back)), 3, 30)
             }
-            Tier::Long => local.day() == 1 && local.hour() == 4,
+            Tier::Long => at(today.replace_day(1).unwrap_or(today), 4, 0),
+        };
+        if candidate <= now {
+            return candidate;
+        }
+        match self {
+            Tier::Short => candidate - time::Duration::days(1),
+            Tier::Mid => candidate - time::Duration::days(7),
+            Tier::Long => {
+                let prev = today.replace_day(1).unwrap_or(today) - time::Duration::days(1);
+                at(prev.replace_day(1).unwrap_or(prev), 4, 0)
+            }
         }
     }
 }
@@ -276,6 +291,17 @@ pub fn record_run(conn: &Connection, tier: Tier, run: &LastRun) -> Result<(), Db
 pub fn last_run(conn: &Connection, tier: Tier) -> Result<Option<LastRun>, DbError> {
     Ok(rows::state(conn, &format!("last:{}", tier.as_str()))?
         .and_then(|s| serde_json::from_str(&s).ok()))
+}
+
+/// Whether the schedule wants `tier` run at `now` (local time): its last scheduled start passed since its last
+/// run (a machine asleep at 03:00 catches up when it wakes), or — for short, which needs no model — a forget
+/// withdrew its current version.
+pub fn scheduled_due(conn: &Connection, tier: Tier, now: OffsetDateTime) -> Result<bool, DbError> {
+    if tier == Tier::Short && due_now(conn)?.contains(&Tier::Short) {
+        return Ok(true);
+    }
+    let last = last_run(conn, tier)?.and_then(|r| personkit_store::clock::parse_time(&r.at));
+    Ok(last.is_none_or(|l| l < tier.last_scheduled(now)))
 }
 
 /// The tiers a forget withdrew a version of, since they last ran.
@@ -456,12 +482,43 @@ mod tests {
         let at = |s: &str| {
             OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).unwrap()
         };
-        assert!(Tier::Short.scheduled_at(at("2026-11-27T03:05:00Z")));
-        assert!(!Tier::Short.scheduled_at(at("2026-11-27T04:05:00Z")));
+        let last = |t: Tier, s: &str| {
+            t.last_scheduled(at(s))
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap()
+        };
+        assert_eq!(
+            last(Tier::Short, "2026-11-27T03:05:00+01:00"),
+            "2026-11-27T03:00:00+01:00"
+        );
+        assert_eq!(
+            last(Tier::Short, "2026-11-27T02:59:00+01:00"),
+            "2026-11-26T03:00:00+01:00"
+        );
         // 2026-11-29 is a Sunday.
-        assert!(Tier::Mid.scheduled_at(at("2026-11-29T03:31:00Z")));
-        assert!(!Tier::Mid.scheduled_at(at("2026-11-28T03:31:00Z")));
-        assert!(Tier::Long.scheduled_at(at("2026-12-01T04:10:00Z")));
-        assert!(!Tier::Long.scheduled_at(at("2026-12-02T04:10:00Z")));
+        assert_eq!(
+            last(Tier::Mid, "2026-11-29T03:31:00Z"),
+            "2026-11-29T03:30:00Z"
+        );
+        assert_eq!(
+            last(Tier::Mid, "2026-11-29T03:29:00Z"),
+            "2026-11-22T03:30:00Z"
+        );
+        assert_eq!(
+            last(Tier::Mid, "2026-11-28T12:00:00Z"),
+            "2026-11-22T03:30:00Z"
+        );
+        assert_eq!(
+            last(Tier::Long, "2026-12-01T04:10:00Z"),
+            "2026-12-01T04:00:00Z"
+        );
+        assert_eq!(
+            last(Tier::Long, "2026-12-01T03:10:00Z"),
+            "2026-11-01T04:00:00Z"
+        );
+        assert_eq!(
+            last(Tier::Long, "2026-01-01T03:10:00Z"),
+            "2025-12-01T04:00:00Z"
+        );
     }
 }

@@ -215,7 +215,9 @@ pub fn run(
     let digest = build(conn, settings.short.budget, now, local)?;
     let current = rows::latest(conn, Tier::Short.as_str())?;
     let unchanged = current.as_ref().is_some_and(|c| c.body == digest.body);
-    let (outcome, version, message) = if unchanged {
+    let (outcome, version, message) = if digest.days.is_empty() {
+        ("unchanged", None, "nothing captured yet".to_owned())
+    } else if unchanged {
         (
             "unchanged",
             current.map(|c| c.id),

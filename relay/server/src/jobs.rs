@@ -304,3 +304,110 @@ fn knowledge_pass(
         Err(e) => tracing::warn!(error = %e, "knowledge pass failed"),
     }
 }
+
+/// The running memory job; [`MemoryJob::stop`] ends it (a run in progress finishes first).
+#[derive(Debug)]
+pub struct MemoryJob {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl MemoryJob {
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// How often the memory job looks at the clock (and at tiers a forget made due).
+const MEMORY_TICK: Duration = Duration::from_secs(30);
+
+/// Starts the memory schedule: short daily at 03:00, mid on Sundays at 03:30, long on the 1st at 04:00 (local
+/// time, `local` read at start), each when enabled — and caught up at the next tick when the machine was off at
+/// the time. Short also runs again at once when a forget withdrew its version. Runs hold `busy` (one distillation
+/// at a time, shared with `POST /v1/distill/{tier}`) and use a connection of their own; the settings are read
+/// afresh for every run. Logs outcomes and counts, never content.
+pub fn start_memory(
+    db_path: &Path,
+    clock: personkit_store::clock::Clock,
+    local: time::UtcOffset,
+    busy: std::sync::Arc<tokio::sync::Mutex<()>>,
+) -> std::io::Result<MemoryJob> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let path = db_path.to_path_buf();
+    let thread = std::thread::Builder::new()
+        .name("memory".into())
+        .spawn(move || {
+            // A tier that failed is tried again at its next scheduled start, not every tick.
+            let mut failed_at: std::collections::HashMap<
+                personkit_memory::Tier,
+                time::OffsetDateTime,
+            > = Default::default();
+            loop {
+                memory_tick(&path, &clock, local, &busy, &mut failed_at);
+                match rx.recv_timeout(MEMORY_TICK) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+            }
+        })?;
+    Ok(MemoryJob { stop: tx, thread })
+}
+
+fn memory_tick(
+    path: &Path,
+    clock: &personkit_store::clock::Clock,
+    local: time::UtcOffset,
+    busy: &tokio::sync::Mutex<()>,
+    failed_at: &mut std::collections::HashMap<personkit_memory::Tier, time::OffsetDateTime>,
+) {
+    use personkit_memory::{Tier, run::Configured};
+    let Ok(cfg) = Configured::load(path) else {
+        return;
+    };
+    let Ok(conn) = personkit_store::db::open(path) else {
+        return;
+    };
+    for tier in Tier::ALL {
+        let now = clock.now();
+        let local_now = now.to_offset(local);
+        if !cfg.settings.tier(tier).enabled {
+            continue;
+        }
+        if tier != Tier::Short
+            && cfg.llm.as_ref().is_ok_and(|c| {
+                cfg.settings
+                    .llm_for(tier, c)
+                    .is_ok_and(|c| c.kind == personkit_llm::LlmKind::None)
+            })
+        {
+            continue;
+        }
+        if failed_at
+            .get(&tier)
+            .is_some_and(|f| *f >= tier.last_scheduled(local_now))
+        {
+            continue;
+        }
+        match personkit_memory::scheduled_due(&conn, tier, local_now) {
+            Ok(true) => {}
+            _ => continue,
+        }
+        let Ok(_guard) = busy.try_lock() else { return };
+        match personkit_memory::run::run_tier(&conn, tier, &cfg, now, local, "scheduled") {
+            Ok(r) => {
+                failed_at.remove(&tier);
+                tracing::info!(tier = tier.as_str(), outcome = %r.outcome, tokens = r.tokens, ms = r.elapsed_ms, "memory run")
+            }
+            Err(e) => {
+                failed_at.insert(tier, now);
+                tracing::warn!(
+                    tier = tier.as_str(),
+                    code = e.code(),
+                    hint = e.hint(),
+                    "memory run failed; the current version stays"
+                )
+            }
+        }
+    }
+}

@@ -139,7 +139,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let embed_path = config.db_path.clone();
     let (embedder, search_line) =
         tokio::task::spawn_blocking(move || jobs::configured_embedder(&embed_path)).await?;
-    let state = AppState::new(db, config.api.clone(), clock.clone()).with_embedder(embedder);
+    let state = AppState::new(db, config.api.clone(), clock.clone())
+        .with_embedder(embedder)
+        .with_local(config.local_offset);
     let embed_worker = jobs::start(&state);
     let sync_job = jobs::start_sync(&state, config.sync_interval);
     let harvest_job = match config.harvest.clone() {
@@ -151,6 +153,13 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     };
     let knowledge_job = jobs::start_knowledge(&config.db_path, clock.clone(), config.local_offset)
         .context("cannot start the knowledge job")?;
+    let memory_job = jobs::start_memory(
+        &config.db_path,
+        clock.clone(),
+        config.local_offset,
+        state.memory_busy.clone(),
+    )
+    .context("cannot start the memory job")?;
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot listen on {addr}; is another relay running? try --addr 127.0.0.1:0")
     })?;
@@ -207,6 +216,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     if let Some(k) = knowledge_job {
         tokio::task::spawn_blocking(move || k.stop()).await?;
     }
+    tokio::task::spawn_blocking(move || memory_job.stop()).await?;
     tracing::info!("relay stopped");
     Ok(())
 }

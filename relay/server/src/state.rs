@@ -32,6 +32,12 @@ pub struct AppState {
     pub sync_notify: Arc<tokio::sync::Notify>,
     /// The dashboard's unused CSRF tokens (in memory; the sessions themselves are in the corpus).
     pub(crate) sessions: Arc<crate::dashboard::Sessions>,
+    /// The machine's offset from UTC, read at start (where a day begins for memory and Today).
+    pub local: time::UtcOffset,
+    /// The user's profile file (`personkit_memory::profile`).
+    pub profile_path: std::path::PathBuf,
+    /// Held while a memory tier is distilled (by a request or the schedule): one at a time.
+    pub memory_busy: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl AppState {
@@ -46,7 +52,16 @@ impl AppState {
             config: Arc::new(config),
             embedder: None,
             indexes: Indexes::new(),
+            local: time::UtcOffset::UTC,
+            profile_path: personkit_memory::profile::path(),
+            memory_busy: Arc::default(),
         }
+    }
+
+    /// The same state cutting days at `local`.
+    pub fn with_local(mut self, local: time::UtcOffset) -> AppState {
+        self.local = local;
+        self
     }
 
     /// The same state with this embedder for the vector signal.

@@ -34,6 +34,8 @@ pub fn run(a: McpArgs) -> anyhow::Result<()> {
         Some(McpAction::Uninstall(u)) => return super::mcp_install::uninstall(u),
         None => {}
     }
+    // Read while this is the only thread (the offset is not readable safely once others run).
+    let local = time::UtcOffset::current_local_offset().unwrap_or(time::UtcOffset::UTC);
     let conn = a.db.open_read_only()?;
     // The configured embedder gives search its meaning signal; without one (or if it fails to load) search
     // still answers from words, entities and time, as `serve` does.
@@ -61,7 +63,8 @@ pub fn run(a: McpArgs) -> anyhow::Result<()> {
         a.db.path(),
         personkit_server::jobs::knowledge_settings(&a.db.path()),
         Clock::system(),
-    ));
+    ))
+    .with_memory(personkit_memory::profile::path(), local);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

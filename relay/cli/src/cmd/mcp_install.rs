@@ -188,9 +188,10 @@ pub struct UninstallArgs {
 /// install test checks them against `tools/list`).
 pub fn agent_line(server: &str) -> String {
     format!(
-        "Use the {server} MCP tools when my past work matters: `search` for earlier conversations, decisions and \
-         what was tried before (`get_thread` reads one in full), and `get_knowledge` for the positions I have \
-         approved, before you assume what I prefer."
+        "At the start of a session call the {server} MCP tool `get_context` (who I am, what I did this week, what I \
+         decided); when my past work matters, `search` for earlier conversations, decisions and what was tried \
+         before (`get_thread` reads one in full), and `get_knowledge` for the positions I have approved, before you \
+         assume what I prefer."
     )
 }
 

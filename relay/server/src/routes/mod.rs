@@ -7,6 +7,7 @@
 mod forget;
 mod health;
 mod mcp;
+mod memory;
 mod observations;
 mod pair;
 mod query;
@@ -45,7 +46,8 @@ pub fn app(state: AppState) -> Router {
         state.db.clone(),
         crate::jobs::knowledge_settings(state.db.path()),
         state.clock.clone(),
-    ));
+    ))
+    .with_memory(state.profile_path.clone(), state.local);
     let mcp = Router::new()
         .route_service("/mcp", personkit_mcp::http_service(backend))
         .route_layer(middleware::from_fn_with_state(
@@ -74,6 +76,13 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/messages/{id}", get(read::get_message))
         .route("/v1/changes", get(read::get_changes))
         .route("/v1/me/dashboard-link", post(read::post_dashboard_link))
+        .route("/v1/distill/status", get(memory::get_distill_status))
+        .route("/v1/distill/{tier}", post(memory::post_distill))
+        .route("/v1/context", get(memory::get_context))
+        .route(
+            "/v1/profile",
+            get(memory::get_profile).put(memory::put_profile),
+        )
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_device,
