@@ -41,7 +41,7 @@ fn memory_fail(e: MemoryError) -> Fail {
 impl Personkit {
     /// The user's context for this session, in tiers, within a budget.
     #[tool(
-        description = "Call at the start of a session: who the user is and how they want you to work, what they did recently and this week, what they decided, and (tier 4) today's open threads. Tiers 1-4, default 2; compact text within a token budget.",
+        description = "Start here: who the user is, what they did lately, what they decided. Tiers 1-4 (default 2), within a token budget.",
         input_schema = input::<GetContextArgs>(),
         output_schema = schema_for_output::<Context>(),
         annotations(read_only_hint = true, open_world_hint = false)

@@ -597,6 +597,18 @@ impl Http {
             .unwrap_or_else(|e| panic!("POST {path} failed: {e}"))
     }
 
+    pub fn put_json(&self, path: &str, token: Option<&str>, body: &Value) -> Resp {
+        let mut req = self
+            .agent
+            .put(format!("{}{path}", self.base))
+            .header("content-type", "application/json");
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        finish(req.send(body.to_string().as_bytes()))
+            .unwrap_or_else(|e| panic!("PUT {path} failed: {e}"))
+    }
+
     pub fn post_json(&self, path: &str, token: Option<&str>, body: &Value) -> Resp {
         self.post(path, token, body.to_string().as_bytes())
     }
