@@ -1250,9 +1250,8 @@ fn knowledge_reaches_agents_only_once_approved_and_their_proposals_wait_for_the_
 #[test]
 fn memory_reaches_agents_in_tiers_within_budget_and_only_the_user_changes_it() {
     const MID: &str = "## Current priorities\n- ship the memory tiers for agents";
-    let model = personkit_testkit::StandIn::start_replies(|_, _| {
-        personkit_testkit::chat::completion(MID)
-    });
+    let model =
+        personkit_testkit::StandIn::start_replies(|_, _| personkit_testkit::chat::completion(MID));
     let (dir, db) = temp_db();
     std::fs::write(
         dir.path().join("config.toml"),
@@ -1269,9 +1268,33 @@ fn memory_reaches_agents_in_tiers_within_budget_and_only_the_user_changes_it() {
         .unwrap()
         .to_owned();
     let items = vec![
-        turn_at(GPT, "pg", Role::User, "plan the postgres migration", Some(0), None, &at(0)),
-        turn_at(GPT, "pg", Role::Assistant, "table by table", Some(1), None, &at(1)),
-        turn_at(CLAUDE, "soup", Role::User, "a recipe for lentil soup", Some(0), None, &at(2)),
+        turn_at(
+            GPT,
+            "pg",
+            Role::User,
+            "plan the postgres migration",
+            Some(0),
+            None,
+            &at(0),
+        ),
+        turn_at(
+            GPT,
+            "pg",
+            Role::Assistant,
+            "table by table",
+            Some(1),
+            None,
+            &at(1),
+        ),
+        turn_at(
+            CLAUDE,
+            "soup",
+            Role::User,
+            "a recipe for lentil soup",
+            Some(0),
+            None,
+            &at(2),
+        ),
     ];
     assert_eq!(relay.http.send_batch(&device, &items)["stored"], 3);
 
@@ -1286,12 +1309,18 @@ fn memory_reaches_agents_in_tiers_within_budget_and_only_the_user_changes_it() {
     }
     relay
         .http
-        .put_json("/v1/profile", Some(&agent), &json!({"text": "I am an agent now"}))
+        .put_json(
+            "/v1/profile",
+            Some(&agent),
+            &json!({"text": "I am an agent now"}),
+        )
         .assert_error(403, "read_only_token");
 
     // The user's device writes the profile and runs the tiers.
     let profile = "# About me\nI am Ana, I build personkit in Rust.\n\nAnswer briefly.\n";
-    let p = relay.http.put_json("/v1/profile", Some(&device), &json!({"text": profile}));
+    let p = relay
+        .http
+        .put_json("/v1/profile", Some(&device), &json!({"text": profile}));
     assert_eq!(p.status, 200, "{}", p.body);
     relay
         .http
@@ -1303,7 +1332,9 @@ fn memory_reaches_agents_in_tiers_within_budget_and_only_the_user_changes_it() {
         .assert_error(400, "bad_profile");
     let distill = |tier: &str| -> Value {
         for _ in 0..100 {
-            let r = relay.http.post(&format!("/v1/distill/{tier}"), Some(&device), b"");
+            let r = relay
+                .http
+                .post(&format!("/v1/distill/{tier}"), Some(&device), b"");
             if r.status == 409 && r.json()["code"] == "distill_running" {
                 // The schedule's own first run is under way.
                 std::thread::sleep(std::time::Duration::from_millis(100));
@@ -1323,21 +1354,33 @@ fn memory_reaches_agents_in_tiers_within_budget_and_only_the_user_changes_it() {
         .assert_error(404, "unknown_tier");
     let status = relay.http.get("/v1/distill/status", Some(&device)).json();
     assert_eq!(status["tiers"][1]["versions"], 1, "{status}");
-    assert!(model.seen.lock().unwrap().len() >= 2, "mid and long asked the model");
+    assert!(
+        model.seen.lock().unwrap().len() >= 2,
+        "mid and long asked the model"
+    );
 
     // Context over HTTP, for the agent.
     for tier in 1..=4 {
         for budget in ["", "&budget=120"] {
-            let r = relay.http.get(&format!("/v1/context?tier={tier}{budget}"), Some(&agent));
+            let r = relay
+                .http
+                .get(&format!("/v1/context?tier={tier}{budget}"), Some(&agent));
             assert_eq!(r.status, 200, "{}", r.body);
             let c = r.json();
-            assert!(c["tokens"].as_u64().unwrap() <= c["budget"].as_u64().unwrap(), "{c}");
+            assert!(
+                c["tokens"].as_u64().unwrap() <= c["budget"].as_u64().unwrap(),
+                "{c}"
+            );
             assert!(c["text"].as_str().unwrap().contains("I am Ana"), "{c}");
         }
     }
     let t2 = relay.http.get("/v1/context?tier=2", Some(&agent)).json();
     let t2_text = t2["text"].as_str().unwrap().to_owned();
-    for s in ["ship the memory tiers", "plan the postgres migration", "lentil soup"] {
+    for s in [
+        "ship the memory tiers",
+        "plan the postgres migration",
+        "lentil soup",
+    ] {
         assert!(t2_text.contains(s), "tier 2 lacks {s:?}: {t2_text}");
     }
     relay
@@ -1354,16 +1397,29 @@ fn memory_reaches_agents_in_tiers_within_budget_and_only_the_user_changes_it() {
     rt.block_on(async {
         let transport =
             StreamableHttpClientTransport::from_config(http_client_config(&relay, &agent));
-        let client = ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize).await.unwrap();
+        let client =
+            ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                .await
+                .unwrap();
         for tier in 1..=4 {
             let v = ok(&call(&client, "get_context", json!({"tier": tier, "budget": 120})).await);
             assert!(v["tokens"].as_u64().unwrap() <= 120, "{v}");
             assert_eq!(v["tier"], tier);
         }
         let v = ok(&call(&client, "get_context", json!({})).await);
-        assert_eq!(v["text"].as_str().unwrap(), t2_text, "the tool and /v1/context give the same text");
-        tool_error(&call(&client, "get_context", json!({"tier": 7})).await, "tier 7");
-        tool_error(&call(&client, "get_context", json!({"tier": 2, "profile": "x"})).await, "profile");
+        assert_eq!(
+            v["text"].as_str().unwrap(),
+            t2_text,
+            "the tool and /v1/context give the same text"
+        );
+        tool_error(
+            &call(&client, "get_context", json!({"tier": 7})).await,
+            "tier 7",
+        );
+        tool_error(
+            &call(&client, "get_context", json!({"tier": 2, "profile": "x"})).await,
+            "profile",
+        );
         client.cancel().await.unwrap();
 
         let mut cmd = tokio::process::Command::new(personkit_testkit::bin());
@@ -1374,11 +1430,18 @@ fn memory_reaches_agents_in_tiers_within_budget_and_only_the_user_changes_it() {
             .env_remove("PERSONKIT_DB")
             .env_remove("PERSONKIT_PROFILE");
         let client = ()
-            .serve_with_lifecycle(TokioChildProcess::new(cmd).unwrap(), ClientLifecycleMode::Initialize)
+            .serve_with_lifecycle(
+                TokioChildProcess::new(cmd).unwrap(),
+                ClientLifecycleMode::Initialize,
+            )
             .await
             .unwrap();
         let v = ok(&call(&client, "get_context", json!({"tier": 2})).await);
-        assert_eq!(v["text"].as_str().unwrap(), t2_text, "stdio reads the same memory and profile");
+        assert_eq!(
+            v["text"].as_str().unwrap(),
+            t2_text,
+            "stdio reads the same memory and profile"
+        );
         client.cancel().await.unwrap();
     });
 

@@ -58,6 +58,12 @@ impl AppState {
         }
     }
 
+    /// The same state reading and writing the profile at `path`.
+    pub fn with_profile_path(mut self, path: std::path::PathBuf) -> AppState {
+        self.profile_path = path;
+        self
+    }
+
     /// The same state cutting days at `local`.
     pub fn with_local(mut self, local: time::UtcOffset) -> AppState {
         self.local = local;

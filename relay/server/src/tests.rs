@@ -38,7 +38,9 @@ pub(crate) struct Reply {
 pub(crate) fn harness_with(config: ApiConfig) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(&dir.path().join("corpus.db")).unwrap();
-    let state = AppState::new(db, config, Clock::manual(T0));
+    // Never the developer's own profile.
+    let state = AppState::new(db, config, Clock::manual(T0))
+        .with_profile_path(dir.path().join(".dotperson/profile.md"));
     Harness {
         _dir: dir,
         router: app(state.clone()),
@@ -60,7 +62,9 @@ impl Harness {
         let path = self.state.db.path().to_path_buf();
         let config = (*self.state.config).clone();
         let clock = self.state.clock.clone();
-        let state = AppState::new(Db::open(&path).unwrap(), config, clock);
+        let profile = self.state.profile_path.clone();
+        let state =
+            AppState::new(Db::open(&path).unwrap(), config, clock).with_profile_path(profile);
         self.router = app(state.clone());
         self.state = state;
     }

@@ -1345,3 +1345,71 @@ async fn every_decision_button_of_a_long_list_works() {
         1
     );
 }
+
+#[tokio::test]
+async fn the_memory_page_saves_the_profile_runs_a_tier_and_shows_what_changed() {
+    let (h, _token) = filled().await;
+    let cookie = sign_in(&h).await;
+    let page = get_with(&h, "/memory", &[("cookie", &cookie)]).await;
+    assert_eq!(page.status, StatusCode::OK);
+    for s in [
+        "Profile",
+        "Short memory",
+        "Mid memory",
+        "Long memory",
+        "No version yet",
+        "get_context",
+    ] {
+        assert!(text(&page).contains(s), "the page lacks {s:?}");
+    }
+    // The profile form writes the file and records a version; a second save records a second one.
+    let form = format!(
+        "csrf={}&text=I+build+personkit.%0D%0AAnswer+briefly.",
+        csrf(text(&page), "/memory/profile")
+    );
+    let r = post_form(&h, "/memory/profile", &cookie, &form, &[]).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let file = std::fs::read_to_string(&h.state().profile_path).unwrap();
+    assert_eq!(file, "I build personkit.\nAnswer briefly.");
+    let page = get_with(&h, "/memory?done=profile", &[("cookie", &cookie)]).await;
+    assert!(text(&page).contains("Profile saved") && text(&page).contains("Version 1"));
+    let form = format!(
+        "csrf={}&text=I+build+personkit+in+Rust.%0D%0AAnswer+briefly.",
+        csrf(text(&page), "/memory/profile")
+    );
+    post_form(&h, "/memory/profile", &cookie, &form, &[]).await;
+    let hist = get_with(&h, "/memory/profile", &[("cookie", &cookie)]).await;
+    assert_eq!(hist.status, StatusCode::OK);
+    assert!(
+        text(&hist).contains("<del>- I build personkit.</del>"),
+        "{}",
+        text(&hist)
+    );
+    assert!(text(&hist).contains("<ins>+ I build personkit in Rust.</ins>"));
+    // A form posted without its token changes nothing.
+    let r = post_form(&h, "/memory/profile", &cookie, "text=hijacked", &[]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(
+        std::fs::read_to_string(&h.state().profile_path)
+            .unwrap()
+            .contains("in Rust")
+    );
+
+    // Run now: the short tier from the corpus; its version is shown; the off tier says how to turn it on.
+    let page = get_with(&h, "/memory", &[("cookie", &cookie)]).await;
+    let form = format!("csrf={}&tier=short", csrf(text(&page), "/memory/run"));
+    let r = post_form(&h, "/memory/run", &cookie, &form, &[]).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let page = get_with(&h, "/memory?done=ran&tier=short", &[("cookie", &cookie)]).await;
+    let body = text(&page);
+    assert!(body.contains("lentil soup recipe"), "the digest is shown");
+    assert!(!body.contains("<script>alert"), "titles stay text");
+    assert!(body.contains("enabled = true to turn it on"));
+    let form = format!("csrf={}&tier=long", csrf(body, "/memory/run"));
+    let r = post_form(&h, "/memory/run", &cookie, &form, &[]).await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    let hist = get_with(&h, "/memory/short", &[("cookie", &cookie)]).await;
+    assert!(text(&hist).contains("The first version."));
+    let r = get_with(&h, "/memory/weekly", &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}

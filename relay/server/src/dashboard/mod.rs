@@ -16,6 +16,7 @@
 
 mod knowledge;
 mod markdown;
+mod memory;
 mod pages;
 
 use std::collections::HashMap;
@@ -214,6 +215,13 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/knowledge/decide", post(knowledge::decide))
         .route("/knowledge/{id}", get(knowledge::show))
         .route("/knowledge/{id}/edit", post(knowledge::edit))
+        .route("/memory", get(memory::page))
+        .route(
+            "/memory/profile",
+            post(memory::save_profile).get(memory::profile_history),
+        )
+        .route("/memory/run", post(memory::run_now))
+        .route("/memory/{tier}", get(memory::history))
         .route("/devices", get(pages::devices))
         .route("/devices/pair", post(pages::pair_device))
         .route("/devices/{id}/revoke", post(pages::revoke_device))

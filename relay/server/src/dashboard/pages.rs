@@ -25,11 +25,12 @@ use crate::state::AppState;
 
 pub(super) type Page = Result<Response, PageError>;
 
-const NAV: [(&str, &str); 6] = [
+const NAV: [(&str, &str); 7] = [
     ("/", "Overview"),
     ("/threads", "Threads"),
     ("/search", "Search"),
     ("/knowledge", "Knowledge"),
+    ("/memory", "Memory"),
     ("/devices", "Devices"),
     ("/privacy", "Privacy"),
 ];

@@ -7,7 +7,7 @@
 mod forget;
 mod health;
 mod mcp;
-mod memory;
+pub(crate) mod memory;
 mod observations;
 mod pair;
 mod query;
