@@ -1,5 +1,7 @@
-//! An export folder kept in step with the corpus: one file per thread ([`crate::names`], [`crate::render`]) and
-//! a manifest, [`MANIFEST`], mapping each thread id to its file and the sha256 of what was written.
+//! An export folder kept in step with the corpus: one file per thread ([`crate::names`], [`crate::render`]), the
+//! approved knowledge ([`crate::knowledge`]), the current version of each memory tier and of the profile
+//! ([`crate::memory`]), and a manifest, [`MANIFEST`], mapping each thread id (and the knowledge and memory files)
+//! to its file and the sha256 of what was written.
 //!
 //! A run renders the threads the filters select plus every thread the folder already holds, writes a file only
 //! when its bytes differ from the manifest's (or the file is missing), moves it when its name changed (a new
@@ -36,6 +38,9 @@ pub struct Manifest {
     /// The file of the user's approved knowledge ([`crate::knowledge`]), while there is any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub knowledge: Option<Entry>,
+    /// The file of each memory tier and of the profile ([`crate::memory`]), by tier, while it has a current version.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub memory: BTreeMap<String, Entry>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -60,6 +65,8 @@ pub struct Report {
     pub not_removed: Vec<NotRemoved>,
     /// Approved knowledge entries in the folder's knowledge file (0: no file).
     pub knowledge: u64,
+    /// Memory files in the folder (one per tier with a current version, the profile's included).
+    pub memory: u64,
 }
 
 /// A file of the old manifest left in place.
@@ -234,6 +241,58 @@ fn any_link(root: &Path, rel: &Path) -> bool {
         })
 }
 
+/// Writes the file of each memory tier with a current version when its bytes changed, and removes the file of a
+/// tier that has none any more (withdrawn after a forget); records them in `manifest`.
+fn memory_files(
+    conn: &Connection,
+    out: &Path,
+    format: Format,
+    mut old: BTreeMap<String, Entry>,
+    manifest: &mut Manifest,
+    report: &mut Report,
+) -> Result<(), ExportError> {
+    for tier in crate::memory::tiers() {
+        let prev = old.remove(*tier);
+        let Some(v) = crate::memory::current(conn, tier)? else {
+            if let Some(prev) = prev
+                && let Err(why) = remove_file(out, &prev.path)?
+            {
+                report.not_removed.push(NotRemoved {
+                    path: prev.path,
+                    why,
+                });
+            }
+            continue;
+        };
+        let bytes = crate::memory::render(&v, format);
+        let sha = hex::encode(Sha256::digest(&bytes));
+        let rel = crate::memory::file_name(tier, format);
+        let same = prev
+            .as_ref()
+            .is_some_and(|p| p.path == rel && p.sha256 == sha)
+            && real_dirs(out, Path::new(&rel))
+            && is_plain_file(&out.join(&rel));
+        if !same {
+            write_atomic(out, Path::new(&rel), &bytes)?;
+        }
+        report.memory += 1;
+        manifest.memory.insert(
+            (*tier).to_owned(),
+            Entry {
+                path: rel,
+                sha256: sha,
+            },
+        );
+    }
+    // Tiers this build does not know (a manifest from elsewhere): their files are not ours to keep.
+    for (_, e) in old {
+        if let Err(why) = remove_file(out, &e.path)? {
+            report.not_removed.push(NotRemoved { path: e.path, why });
+        }
+    }
+    Ok(())
+}
+
 /// Brings the folder `out` up to date with the corpus (see the module docs). `progress(done, total)` is called
 /// after each thread.
 pub fn export(
@@ -250,10 +309,12 @@ pub fn export(
         render_version: RENDER_VERSION,
         threads: BTreeMap::new(),
         knowledge: None,
+        memory: BTreeMap::new(),
     };
     let old_version = old.as_ref().map(|m| m.render_version);
-    let (mut old_threads, old_knowledge) =
-        old.map(|m| (m.threads, m.knowledge)).unwrap_or_default();
+    let (mut old_threads, old_knowledge, old_memory) = old
+        .map(|m| (m.threads, m.knowledge, m.memory))
+        .unwrap_or_default();
     let known: Vec<String> = old_threads.keys().cloned().collect();
     let ids = archive::export_thread_ids(conn, filter, &known)?;
     let mut report = Report {
@@ -350,6 +411,7 @@ pub fn export(
             sha256: sha,
         });
     }
+    memory_files(conn, out, format, old_memory, &mut manifest, &mut report)?;
     // What is left of the old manifest are threads the corpus no longer has.
     for (_, e) in old_threads {
         match remove_file(out, &e.path)? {

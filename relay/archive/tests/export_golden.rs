@@ -416,3 +416,148 @@ fn approved_knowledge_is_exported_and_nothing_else() {
             .any(|v| String::from_utf8_lossy(v).contains("Steel"))
     );
 }
+
+/// The current version of each memory tier and of the profile is exported as `memory/<tier>.md` with a small
+/// front-matter; an unchanged rerun leaves the files alone; forgetting a thread withdraws the versions that drew
+/// on it, so the next run writes the tier's previous current version or removes its file; JSON exports write
+/// `memory/<tier>.json`; a linked `memory` folder is refused, not written through.
+#[test]
+fn memory_tiers_are_exported_in_step_with_the_corpus() {
+    use personkit_store::memory::{self as rows, NewVersion};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut conn = common::corpus(
+        &tmp.path().join("corpus.db"),
+        &[
+            spec("a", "Alpha", &["Plans for the Zanzibar trip", "noted"]),
+            spec("b", "Beta", &["Tabs over spaces, always", "ok"]),
+        ],
+    );
+    let thread = |c: &str| personkit_shared::ids::thread_id("browser-ext:claude", c).to_string();
+    let (a, b) = (thread("a"), thread("b"));
+    let t0 = common::now() - time::Duration::days(3);
+    let version = |tier: &str, body: &str, model: Option<&str>, sources: &[&String]| NewVersion {
+        tier: tier.into(),
+        body: body.into(),
+        tokens: 5,
+        model: model.map(str::to_owned),
+        sources: sources.iter().map(|s| (*s).clone()).collect(),
+        ..NewVersion::default()
+    };
+    let first = rows::insert(
+        &conn,
+        &version("short", "## Day one\n- Tabs over spaces", None, &[&b]),
+        t0,
+    )
+    .unwrap();
+    let second = rows::insert(
+        &conn,
+        &version(
+            "short",
+            "## Day two\n- Zanzibar trip\n- Tabs",
+            None,
+            &[&a, &b],
+        ),
+        t0 + time::Duration::days(1),
+    )
+    .unwrap();
+    rows::insert(
+        &conn,
+        &version(
+            "mid",
+            "Planning a Zanzibar trip.",
+            Some("qwen2.5:7b"),
+            &[&a],
+        ),
+        t0 + time::Duration::days(1),
+    )
+    .unwrap();
+    rows::insert(&conn, &version("profile", "I write Rust.\n", None, &[]), t0).unwrap();
+
+    let out = tmp.path().join("out");
+    let all = ExportFilter::default();
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!(r.memory, 3, "{r:?}");
+    let f = files(&out);
+    let short = String::from_utf8(f["memory/short.md"].clone()).unwrap();
+    assert_eq!(
+        short,
+        format!(
+            "---\ntier: \"short\"\nversion: 2\nid: \"{}\"\ncreated_at: \"{}\"\nmodel: null\n---\n\n\
+             # Short memory\n\n## Day two\n- Zanzibar trip\n- Tabs\n",
+            second.id, second.created_at
+        )
+    );
+    let mid = String::from_utf8(f["memory/mid.md"].clone()).unwrap();
+    assert!(
+        mid.contains("model: \"qwen2.5:7b\"\n") && mid.contains("# Mid memory\n\nPlanning"),
+        "{mid}"
+    );
+    assert!(f.contains_key("memory/profile.md"));
+    assert!(
+        !f.contains_key("memory/long.md"),
+        "no long version, no file"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&f[personkit_archive::export::MANIFEST]).unwrap();
+    assert_eq!(manifest["memory"]["short"]["path"], "memory/short.md");
+
+    // Unchanged: nothing rewritten.
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!((r.written, r.memory), (0, 3));
+    assert_eq!(files(&out), f);
+
+    // Alpha forgotten: the versions that drew on it are withdrawn; short goes back to its first version, mid's
+    // file goes.
+    personkit_store::forget::forget(
+        &mut conn,
+        &personkit_store::forget::Selection::thread(&a),
+        common::now(),
+    )
+    .unwrap();
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!(r.memory, 2, "{r:?}");
+    let f = files(&out);
+    assert!(!f.contains_key("memory/mid.md"), "{:?}", f.keys());
+    let short = String::from_utf8(f["memory/short.md"].clone()).unwrap();
+    assert!(
+        short.contains("version: 1\n") && short.contains(&first.id),
+        "{short}"
+    );
+    assert!(
+        !f.values()
+            .any(|v| String::from_utf8_lossy(v).contains("Zanzibar")),
+        "nothing of the forgotten thread is left in the folder"
+    );
+
+    // Beta forgotten too: no short version is current, its file goes; the profile stays.
+    personkit_store::forget::forget(
+        &mut conn,
+        &personkit_store::forget::Selection::thread(&b),
+        common::now(),
+    )
+    .unwrap();
+    let r = export(&conn, &out, Format::Markdown, &all, |_, _| {}).unwrap();
+    assert_eq!(r.memory, 1, "{r:?}");
+    let f = files(&out);
+    let memory: Vec<&String> = f.keys().filter(|k| k.starts_with("memory/")).collect();
+    assert_eq!(memory, vec!["memory/profile.md"]);
+
+    // JSON: the version as the store lists it.
+    let out_json = tmp.path().join("json");
+    export(&conn, &out_json, Format::Json, &all, |_, _| {}).unwrap();
+    let j: serde_json::Value =
+        serde_json::from_slice(&files(&out_json)["memory/profile.json"]).unwrap();
+    assert_eq!(j["format"], "personkit-memory");
+    assert_eq!(j["memory"]["tier"], "profile");
+    assert_eq!(j["memory"]["body"], "I write Rust.\n");
+
+    // A linked `memory` folder is not written through.
+    let linked = tmp.path().join("linked");
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&linked).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, linked.join("memory")).unwrap();
+    let e = export(&conn, &linked, Format::Markdown, &all, |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+}

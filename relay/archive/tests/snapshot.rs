@@ -7,7 +7,7 @@ mod common;
 
 use personkit_archive::snapshot::{self, SnapshotError, read_verified};
 use personkit_store::Connection;
-use personkit_store::archive;
+use personkit_store::{archive, memory};
 use serde_json::json;
 
 fn sample(conn_path: &std::path::Path) -> Connection {
@@ -28,8 +28,52 @@ fn sample(conn_path: &std::path::Path) -> Connection {
     ]))
     .unwrap();
     let mut conn = common::corpus(conn_path, &threads);
-    // A tombstone travels too.
+    // Memory versions travel: a short one that drew on both threads (withdrawn by the forget below), a mid one
+    // made from it that drew on the first only, and a profile version.
+    let t1 = personkit_shared::ids::thread_id("browser-ext:chatgpt", "s1").to_string();
     let t = personkit_shared::ids::thread_id("browser-ext:claude", "s2").to_string();
+    let made = common::now() - time::Duration::days(1);
+    let short = memory::insert(
+        &conn,
+        &memory::NewVersion {
+            tier: "short".into(),
+            body: "## Friday\n- Snapshot «one»: hello\n- to be forgotten".into(),
+            tokens: 12,
+            covers_from: Some("2026-11-20T00:00:00.000Z".into()),
+            covers_to: Some("2026-11-22T00:00:00.000Z".into()),
+            sources: vec![t1.clone(), t.clone()],
+            ..Default::default()
+        },
+        made,
+    )
+    .unwrap();
+    memory::insert(
+        &conn,
+        &memory::NewVersion {
+            tier: "mid".into(),
+            body: "Planning a trip to Canberra.".into(),
+            tokens: 6,
+            model: Some("qwen2.5:7b".into()),
+            prompt_version: Some("mid-1".into()),
+            based_on: vec![short.id.clone()],
+            sources: vec![t1],
+            ..Default::default()
+        },
+        made + time::Duration::hours(1),
+    )
+    .unwrap();
+    memory::insert(
+        &conn,
+        &memory::NewVersion {
+            tier: "profile".into(),
+            body: "I write Rust and prefer short answers.".into(),
+            tokens: 9,
+            ..Default::default()
+        },
+        made,
+    )
+    .unwrap();
+    // A tombstone travels too.
     personkit_store::forget::forget(
         &mut conn,
         &personkit_store::forget::Selection {
@@ -79,6 +123,21 @@ fn snapshot_restore_snapshot_is_byte_identical() {
             && text.contains("\"source_path\":\"network\""),
         "a turn upgraded from its DOM rendering travels with its source form and the folded rendering's hash"
     );
+    assert!(
+        text.contains("\"t\":\"memory_versions\"")
+            && text.contains("\"t\":\"memory_sources\"")
+            && text.contains("I write Rust and prefer short answers.")
+            && text.contains("Planning a trip to Canberra."),
+        "memory versions travel with their sources, the profile's too"
+    );
+    assert!(
+        !text.contains("\"t\":\"memory_state\""),
+        "a tier's run state is this machine's"
+    );
+    assert!(
+        !text.contains("- to be forgotten"),
+        "a version that drew on a forgotten thread travels withdrawn"
+    );
     // Deterministic: the same corpus twice gives the same bytes.
     assert_eq!(first, snap(&conn, &k));
 
@@ -97,6 +156,19 @@ fn snapshot_restore_snapshot_is_byte_identical() {
         )
         .unwrap();
     assert_eq!(hits, 1);
+    // Memory reads back as it was: the withdrawn short version, the current mid one and the profile.
+    assert!(memory::latest(&restored, "short").unwrap().is_none());
+    let short = memory::versions(&restored, "short", 10, None).unwrap();
+    assert_eq!(short.len(), 1);
+    assert!(short[0].withdrawn_at.is_some() && short[0].body.is_empty());
+    assert_eq!(memory::sources(&restored, &short[0].id).unwrap().len(), 2);
+    let mid = memory::latest(&restored, "mid").unwrap().unwrap();
+    assert_eq!(mid.based_on, vec![short[0].id.clone()]);
+    assert_eq!(mid.model.as_deref(), Some("qwen2.5:7b"));
+    assert_eq!(
+        memory::latest(&restored, "profile").unwrap().unwrap().body,
+        "I write Rust and prefer short answers."
+    );
     let e = archive::restore(&mut restored, &v.records, 2, |_| {}).unwrap_err();
     assert!(e.to_string().contains("not empty"), "{e}");
 }

@@ -6,6 +6,8 @@
 //! Rows are ordered by each table's key, tables in [`TABLES`] order, so the same corpus always gives the same
 //! rows. Local rowids (`messages.pk`, `events.pk`), vectors, devices, tokens and capture health do not travel:
 //! the first three are re-derived (FTS by trigger, vectors by the embedding job), the others belong to one relay.
+//! Memory versions and the threads they drew on travel; memory's run state (`memory_state`: last runs, tiers due)
+//! is the machine's own.
 
 pub use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, TransactionBehavior, params};
@@ -230,6 +232,36 @@ pub const TABLES: &[TableSpec] = &[
         name: "forgotten_messages",
         columns: &["id", "thread_id", "forgotten_at"],
         order_by: "id",
+        blob_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "memory_versions",
+        columns: &[
+            "id",
+            "tier",
+            "created_at",
+            "body",
+            "tokens",
+            "model",
+            "prompt_version",
+            "covers_from",
+            "covers_to",
+            "based_on",
+            "withdrawn_at",
+            "origin_device",
+            "origin_seq",
+        ],
+        order_by: "id",
+        blob_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "memory_sources",
+        columns: &["version_id", "thread_id"],
+        order_by: "version_id, thread_id",
         blob_columns: &[],
         dump_sql: None,
         insert_sql: None,

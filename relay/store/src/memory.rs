@@ -403,6 +403,7 @@ pub fn approved_knowledge_between(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

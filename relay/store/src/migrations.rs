@@ -50,6 +50,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(20, "0020_harvest_guard"),
     migration!(21, "0021_knowledge"),
     migration!(22, "0022_memory"),
+    migration!(23, "0023_memory_sync"),
 ];
 
 /// The schema version this build writes.
@@ -467,6 +468,56 @@ mod tests {
             "INSERT INTO sync_log(kind, id) VALUES ('q', 'y')",
             []
         )));
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+    }
+
+    /// 0023 puts the memory versions of a schema-22 corpus on the change feed, after its other entries, and feeds
+    /// every later version and withdrawal; the feed's CHECK takes the new kind and still builds no b-tree.
+    #[test]
+    fn a_schema_22_corpus_feeds_its_memory_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = corpus_at(&dir.path().join("old.db"), 22);
+        add_thread(&conn);
+        conn.execute_batch(
+            "INSERT INTO memory_versions (id, tier, created_at, body, tokens, origin_device, origin_seq)
+                 VALUES ('bb', 'short', '2026-11-22T03:00:00.000Z', 'two', 1, 'dev', 2),
+                        ('aa', 'short', '2026-11-21T03:00:00.000Z', 'one', 1, 'dev', 1);",
+        )
+        .unwrap();
+        let feed = |c: &Connection| -> Vec<String> {
+            c.prepare("SELECT kind || ':' || coalesce(id, pk) FROM sync_log ORDER BY seq")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(feed(&conn), vec![format!("t:{THREAD}")]);
+        apply(&mut conn).unwrap();
+        assert_eq!(
+            feed(&conn),
+            vec![format!("t:{THREAD}"), "v:aa".into(), "v:bb".into()]
+        );
+        assert!(!insert_builds_a_btree(&conn, "sync_log"));
+        conn.execute(
+            "UPDATE memory_versions SET body = '', withdrawn_at = ?1 WHERE id = 'aa'",
+            [AT],
+        )
+        .unwrap();
+        // A change that is not a withdrawal does not move the entry.
+        conn.execute("UPDATE memory_versions SET tokens = 5 WHERE id = 'bb'", [])
+            .unwrap();
+        assert_eq!(
+            feed(&conn),
+            vec![format!("t:{THREAD}"), "v:bb".into(), "v:aa".into()]
+        );
+        let refused = conn
+            .execute("INSERT INTO sync_log(kind, id) VALUES ('q', 'y')", [])
+            .is_err_and(|e| e.to_string().contains("CHECK constraint failed"));
+        assert!(refused);
         let check: String = conn
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();

@@ -1,7 +1,7 @@
 //! Relay-to-relay sync's storage (docs/sync.md): sync pairing codes, the peers this relay syncs with and their
 //! cursors, the change feed's rows, and the row-level reads and writes a peer's page is applied with. The page
 //! format, its validation and the merge rules are `personkit-sync`'s: it reads rows here ([`feed`],
-//! [`thread_row`], [`message_row`], [`tombstone_row`]) and applies a page through a [`SyncTx`], which only stores
+//! [`thread_row`], [`message_row`], [`tombstone_row`], [`memory_row`]) and applies a page through a [`SyncTx`], which only stores
 //! the values the rules computed.
 //!
 //! `sync_log` (migration 0012) is the feed: every change to a syncable row moves the row's entry to the end, so a
@@ -309,6 +309,8 @@ pub enum Change {
     Message(i64),
     /// A tombstone, by the id it forgets.
     Tombstone(String),
+    /// A memory version, by id (migration 0023).
+    Memory(String),
     /// A shape the table's CHECK rules out; it still moves the cursor.
     Other,
 }
@@ -331,6 +333,7 @@ pub fn feed(conn: &Connection, after: i64, limit: usize) -> Result<Vec<(i64, Cha
                     ("t", Some(id), _) => Change::Thread(id),
                     ("m", _, Some(pk)) => Change::Message(pk),
                     ("f", Some(id), _) => Change::Tombstone(id),
+                    ("v", Some(id), _) => Change::Memory(id),
                     _ => Change::Other,
                 };
                 Ok((r.get(0)?, change))
@@ -399,6 +402,82 @@ pub struct TombstoneRow {
     pub id: String,
     pub thread_id: String,
     pub forgotten_at: String,
+}
+
+/// A memory version as sync reads and writes it (`personkit_store::memory` has the rest of its story): every
+/// column but the tier's version number, which each relay counts, and the threads it drew on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryRow {
+    pub id: String,
+    pub tier: String,
+    pub created_at: String,
+    /// Empty when withdrawn.
+    pub body: String,
+    pub tokens: i64,
+    pub model: Option<String>,
+    pub prompt_version: Option<String>,
+    pub covers_from: Option<String>,
+    pub covers_to: Option<String>,
+    pub based_on: Vec<String>,
+    pub withdrawn_at: Option<String>,
+    pub origin_device: String,
+    pub origin_seq: i64,
+    /// Thread ids, sorted.
+    pub sources: Vec<String>,
+}
+
+/// A stored memory version as the merge rules see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredVersion {
+    pub tier: String,
+    pub withdrawn_at: Option<String>,
+}
+
+/// The memory version `id`, if stored, with at most `max_sources` of the threads it drew on (in id order).
+pub fn memory_row(
+    conn: &Connection,
+    id: &str,
+    max_sources: usize,
+) -> Result<Option<MemoryRow>, DbError> {
+    let row = conn
+        .prepare_cached(
+            "SELECT tier, created_at, body, tokens, model, prompt_version, covers_from, covers_to, based_on,
+                withdrawn_at, origin_device, origin_seq
+             FROM memory_versions WHERE id = ?1",
+        )?
+        .query_row([id], |r| {
+            let based_on: String = r.get(8)?;
+            Ok(MemoryRow {
+                id: id.to_owned(),
+                tier: r.get(0)?,
+                created_at: r.get(1)?,
+                body: r.get(2)?,
+                tokens: r.get(3)?,
+                model: r.get(4)?,
+                prompt_version: r.get(5)?,
+                covers_from: r.get(6)?,
+                covers_to: r.get(7)?,
+                based_on: serde_json::from_str(&based_on).unwrap_or_default(),
+                withdrawn_at: r.get(9)?,
+                origin_device: r.get(10)?,
+                origin_seq: r.get(11)?,
+                sources: Vec::new(),
+            })
+        })
+        .optional()?;
+    let Some(mut row) = row else {
+        return Ok(None);
+    };
+    row.sources = conn
+        .prepare_cached(
+            "SELECT thread_id FROM memory_sources WHERE version_id = ?1 ORDER BY thread_id LIMIT ?2",
+        )?
+        .query_map(
+            params![id, i64::try_from(max_sources).unwrap_or(i64::MAX)],
+            |r| r.get(0),
+        )?
+        .collect::<Result<_, _>>()?;
+    Ok(Some(row))
 }
 
 /// The thread `id`, if stored.
@@ -832,6 +911,86 @@ impl SyncTx<'_> {
         crate::forget::optimize_fts(&self.tx)
     }
 
+    /// The memory version `id`'s tier and withdrawal, if stored.
+    pub fn memory_version(&self, id: &str) -> Result<Option<StoredVersion>, DbError> {
+        Ok(self
+            .tx
+            .prepare_cached("SELECT tier, withdrawn_at FROM memory_versions WHERE id = ?1")?
+            .query_row([id], |r| {
+                Ok(StoredVersion {
+                    tier: r.get(0)?,
+                    withdrawn_at: r.get(1)?,
+                })
+            })
+            .optional()?)
+    }
+
+    /// Inserts a memory version and the threads it drew on, as given.
+    pub fn insert_memory_version(&self, v: &MemoryRow) -> Result<(), DbError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO memory_versions (id, tier, created_at, body, tokens, model, prompt_version,
+                    covers_from, covers_to, based_on, withdrawn_at, origin_device, origin_seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )?
+            .execute(params![
+                v.id,
+                v.tier,
+                v.created_at,
+                v.body,
+                v.tokens,
+                v.model,
+                v.prompt_version,
+                v.covers_from,
+                v.covers_to,
+                serde_json::to_string(&v.based_on).unwrap_or_else(|_| "[]".into()),
+                v.withdrawn_at,
+                v.origin_device,
+                v.origin_seq
+            ])?;
+        let mut add = self.tx.prepare_cached(
+            "INSERT OR IGNORE INTO memory_sources (version_id, thread_id) VALUES (?1, ?2)",
+        )?;
+        for t in &v.sources {
+            add.execute(params![v.id, t])?;
+        }
+        Ok(())
+    }
+
+    /// Withdraws the memory version `id` at `at`: its body blanked, `withdrawn_at` set to `at`.
+    pub fn withdraw_memory_version(&self, id: &str, at: &str) -> Result<(), DbError> {
+        self.tx
+            .prepare_cached(
+                "UPDATE memory_versions SET body = '', withdrawn_at = ?2 WHERE id = ?1",
+            )?
+            .execute(params![id, at])?;
+        Ok(())
+    }
+
+    /// Whether one of `threads` has a turn forgotten here at `at` or later.
+    pub fn forgotten_since(&self, threads: &[String], at: &str) -> Result<bool, DbError> {
+        let mut probe = self.tx.prepare_cached(
+            "SELECT 1 FROM forgotten_messages WHERE thread_id = ?1 AND forgotten_at >= ?2 LIMIT 1",
+        )?;
+        for t in threads {
+            if probe.exists(params![t, at])? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Marks a memory tier due to run again (`due:<tier>`), as forgetting does.
+    pub fn mark_memory_due(&self, tier: &str) -> Result<(), DbError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO memory_state (key, value) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET value = ?2",
+            )?
+            .execute(params![format!("due:{tier}"), self.now_s])?;
+        Ok(())
+    }
+
     /// Moves a peer's pull cursor (and its last sync time).
     pub fn set_pull_cursor(&self, peer_id: &str, cursor: i64) -> Result<(), DbError> {
         self.tx.execute(
@@ -853,8 +1012,8 @@ impl SyncTx<'_> {
 }
 
 /// The corpus as sync sees it, in one canonical text form: sorted rows of threads (without the seen times, which
-/// say when a relay saw a thread), messages (without receive times), folded renderings and tombstones. Two
-/// relays that converged give the same string.
+/// say when a relay saw a thread), messages (without receive times), folded renderings, tombstones, and memory
+/// versions with the threads they drew on. Two relays that converged give the same string.
 pub fn canonical_dump(conn: &Connection) -> Result<String, DbError> {
     let mut out = String::new();
     let mut section = |sql: &str, n: usize| -> Result<(), DbError> {
@@ -901,6 +1060,15 @@ pub fn canonical_dump(conn: &Connection) -> Result<String, DbError> {
     )?;
     section(
         "SELECT 'tombstone', id, thread_id FROM forgotten_messages",
+        3,
+    )?;
+    section(
+        "SELECT 'memory', id, tier, created_at, body, tokens, model, prompt_version, covers_from, covers_to,
+            based_on, withdrawn_at, origin_device, origin_seq FROM memory_versions",
+        14,
+    )?;
+    section(
+        "SELECT 'memory_source', version_id, thread_id FROM memory_sources",
         3,
     )?;
     Ok(out)

@@ -2,11 +2,20 @@
 //! checked, and the rules that merge a peer's page into this relay's corpus.
 //!
 //! The corpus is a grow-only set of content-addressed rows (threads, messages with every revision and the hashes
-//! of their folded renderings) plus tombstones. [`apply_page`] merges each row into the local one of the same id
-//! by rules that do not depend on arrival order (a rendering replaces another only from a higher `(rank, hash)`,
-//! revisions are renumbered by `(captured_at, content_hash)` as ingest does, [`merge_thread`] and [`merge_facts`]
-//! keep the earliest and the latest of what they compare), and a tombstone deletes its message through the
-//! store's forgetting and keeps it from coming back — so every interleaving of pages converges.
+//! of their folded renderings, memory versions with the threads they drew on) plus tombstones. [`apply_page`]
+//! merges each row into the local one of the same id by rules that do not depend on arrival order (a rendering
+//! replaces another only from a higher `(rank, hash)`, revisions are renumbered by `(captured_at, content_hash)`
+//! as ingest does, [`merge_thread`] and [`merge_facts`] keep the earliest and the latest of what they compare, a
+//! memory version's withdrawal wins and keeps its earliest time, [`merge_withdrawal`]), and a tombstone deletes
+//! its message through the store's forgetting and keeps it from coming back — so every interleaving of pages
+//! converges.
+//!
+//! A memory version that arrives having drawn on a thread with a turn forgotten here at or after the version was
+//! made is stored withdrawn and its tier marked due, as forgetting here would have done. One made after the
+//! forget is stored as it is: if the relay that made it had not yet heard of the forget, that relay withdraws it
+//! when the tombstone reaches it (it holds the turns the version drew on), and the withdrawal travels back.
+//! Withdrawing those too would withdraw every later version that draws on the rest of a partly forgotten thread,
+//! on every relay, each time one is made.
 //!
 //! The rules decide; storage answers and writes through [`PageStore`] (the store's
 //! `personkit_store::sync::SyncTx` is the SQLite one), and never decides anything itself.
@@ -23,8 +32,8 @@ use personkit_shared::wire::{MAX_CONTENT_BYTES, MAX_FIELD_BYTES, Role, is_valid_
 use personkit_store::clock::normalize_time;
 use personkit_store::forget::Arriving;
 use personkit_store::sync::{
-    self as store, Change, MessageRow, ProvenanceRow, RenderingRow, StoredTurn, SyncTx, ThreadRow,
-    TombstoneRow, TurnFacts,
+    self as store, Change, MemoryRow, MessageRow, ProvenanceRow, RenderingRow, StoredTurn,
+    StoredVersion, SyncTx, ThreadRow, TombstoneRow, TurnFacts,
 };
 use personkit_store::{Connection, DbError};
 use serde::{Deserialize, Serialize};
@@ -38,6 +47,12 @@ pub const DEFAULT_PAGE_ITEMS: usize = 1000;
 pub const PAGE_CONTENT_BYTES: usize = 4 * 1024 * 1024;
 /// Most folded renderings one message may carry.
 const MAX_RENDERINGS: usize = 64;
+/// Most bytes of a memory version's body.
+pub const MAX_MEMORY_BODY_BYTES: usize = 256 * 1024;
+/// Most threads a memory version may name as its sources.
+pub const MAX_MEMORY_SOURCES: usize = 10_000;
+/// Most versions a memory version may name as made from.
+const MAX_BASED_ON: usize = 64;
 
 /// One page of the change feed, as it travels.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -50,12 +65,12 @@ pub struct Page {
     pub more: bool,
     /// Entries after `next` (for progress).
     pub remaining: i64,
-    /// Threads (those the page's messages belong to, first), messages and tombstones.
+    /// Threads (those the page's messages belong to, first), messages, tombstones and memory versions.
     pub items: Vec<Value>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Items as they travel: an object with `kind` ("thread", "message", "tombstone") and the fields below.
+// Items as they travel: an object with `kind` ("thread", "message", "tombstone", "memory") and the fields below.
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -117,6 +132,70 @@ struct TombstoneItem {
     id: String,
     thread_id: String,
     forgotten_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryItem {
+    id: String,
+    tier: String,
+    created_at: String,
+    body: String,
+    tokens: i64,
+    model: Option<String>,
+    prompt_version: Option<String>,
+    covers_from: Option<String>,
+    covers_to: Option<String>,
+    based_on: Vec<String>,
+    withdrawn_at: Option<String>,
+    origin_device: String,
+    origin_seq: i64,
+    sources: Vec<String>,
+}
+
+impl From<MemoryRow> for MemoryItem {
+    fn from(v: MemoryRow) -> Self {
+        MemoryItem {
+            id: v.id,
+            tier: v.tier,
+            created_at: v.created_at,
+            body: v.body,
+            tokens: v.tokens,
+            model: v.model,
+            prompt_version: v.prompt_version,
+            covers_from: v.covers_from,
+            covers_to: v.covers_to,
+            based_on: v.based_on,
+            withdrawn_at: v.withdrawn_at,
+            origin_device: v.origin_device,
+            origin_seq: v.origin_seq,
+            sources: v.sources,
+        }
+    }
+}
+
+impl From<MemoryItem> for MemoryRow {
+    fn from(v: MemoryItem) -> Self {
+        let mut sources = v.sources;
+        sources.sort_unstable();
+        sources.dedup();
+        MemoryRow {
+            id: v.id,
+            tier: v.tier,
+            created_at: v.created_at,
+            body: v.body,
+            tokens: v.tokens,
+            model: v.model,
+            prompt_version: v.prompt_version,
+            covers_from: v.covers_from,
+            covers_to: v.covers_to,
+            based_on: v.based_on,
+            withdrawn_at: v.withdrawn_at,
+            origin_device: v.origin_device,
+            origin_seq: v.origin_seq,
+            sources,
+        }
+    }
 }
 
 impl From<ThreadRow> for ThreadItem {
@@ -269,6 +348,13 @@ pub fn page(conn: &Connection, after: i64, limit: usize) -> Result<Page, DbError
                             forgotten_at: t.forgotten_at,
                         },
                     )?);
+                }
+            }
+            Change::Memory(id) => {
+                // One source more than an item may hold: a version with too many is refused by the peer, not cut.
+                if let Some(v) = store::memory_row(conn, &id, MAX_MEMORY_SOURCES + 1)? {
+                    bytes += v.body.len() + 40 * v.sources.len();
+                    rest.push(tagged("memory", MemoryItem::from(v))?);
                 }
             }
             Change::Other => {}
@@ -472,6 +558,94 @@ fn check_message(m: &MessageItem) -> Result<(Role, Path), (&'static str, String)
     Ok((role, path))
 }
 
+/// A memory version's id: 32 lowercase hex digits (`personkit_store::memory::version_id`).
+fn is_version_id(s: &str) -> bool {
+    s.len() == 32
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// A thread id in its stored form.
+fn is_thread_id(s: &str) -> bool {
+    uuid::Uuid::parse_str(s).is_ok_and(|u| u.hyphenated().to_string() == s)
+}
+
+fn check_memory(v: &MemoryItem) -> Result<(), (&'static str, String)> {
+    if !personkit_store::memory::TIERS.contains(&v.tier.as_str()) {
+        return Err((
+            "invalid_memory",
+            "tier is not short, mid, long or profile".into(),
+        ));
+    }
+    if !is_version_id(&v.id) {
+        return Err(("invalid_memory", "version id is not 32 hex digits".into()));
+    }
+    if v.body.len() > MAX_MEMORY_BODY_BYTES {
+        return Err(("invalid_content", "memory body is too large".into()));
+    }
+    if !canonical_time(&v.created_at)
+        || [&v.covers_from, &v.covers_to, &v.withdrawn_at]
+            .iter()
+            .any(|t| t.as_deref().is_some_and(|t| !canonical_time(t)))
+    {
+        return Err((
+            "invalid_time",
+            "memory times are not in the stored form".into(),
+        ));
+    }
+    match &v.withdrawn_at {
+        // A withdrawn version's body is gone, and with it what its id was made from.
+        Some(_) if !v.body.is_empty() => {
+            return Err((
+                "invalid_memory",
+                "a withdrawn version carries a body".into(),
+            ));
+        }
+        Some(_) => {}
+        None => {
+            if personkit_store::memory::version_id(
+                &v.tier,
+                &v.created_at,
+                &v.origin_device,
+                &v.body,
+            ) != v.id
+            {
+                return Err((
+                    "id_mismatch",
+                    "version id is not the id of its tier, time, origin and body".into(),
+                ));
+            }
+        }
+    }
+    if !short(&v.origin_device)
+        || v.origin_seq < 0
+        || !(0..=MAX_MEMORY_BODY_BYTES as i64).contains(&v.tokens)
+        || !opt_short(&v.model)
+        || !opt_short(&v.prompt_version)
+    {
+        return Err((
+            "invalid_memory",
+            "a field is empty, too long or out of range".into(),
+        ));
+    }
+    if v.based_on.len() > MAX_BASED_ON || !v.based_on.iter().all(|b| is_version_id(b)) {
+        return Err((
+            "invalid_memory",
+            "based_on is not a short list of version ids".into(),
+        ));
+    }
+    if v.sources.len() > MAX_MEMORY_SOURCES {
+        return Err((
+            "invalid_memory",
+            format!("a version may name at most {MAX_MEMORY_SOURCES} source threads"),
+        ));
+    }
+    if !v.sources.iter().all(|t| is_thread_id(t)) {
+        return Err(("invalid_memory", "a source is not a thread id".into()));
+    }
+    Ok(())
+}
+
 /// What a tombstone id names: a message id (a UUID in its stored form), or a turn of one thread by another of its
 /// identities (`key:<thread>|<site id>`, `words:<thread>|<role>|<hash>`), which carries that thread.
 enum TombstoneName<'a> {
@@ -526,6 +700,7 @@ enum Item {
     Thread(ThreadItem),
     Message(Box<MessageItem>),
     Tombstone(TombstoneItem),
+    Memory(Box<MemoryItem>),
 }
 
 fn parse_item(index: usize, v: &Value) -> Result<Item, Rejection> {
@@ -548,11 +723,12 @@ fn parse_item(index: usize, v: &Value) -> Result<Item, Rejection> {
         "thread" => Item::Thread(serde_json::from_value(body).map_err(bad)?),
         "message" => Item::Message(Box::new(serde_json::from_value(body).map_err(bad)?)),
         "tombstone" => Item::Tombstone(serde_json::from_value(body).map_err(bad)?),
+        "memory" => Item::Memory(Box::new(serde_json::from_value(body).map_err(bad)?)),
         _ => {
             return Err(reject(
                 index,
                 "unknown_kind",
-                "kind is not thread, message or tombstone",
+                "kind is not thread, message, tombstone or memory",
             ));
         }
     };
@@ -560,18 +736,20 @@ fn parse_item(index: usize, v: &Value) -> Result<Item, Rejection> {
         Item::Thread(t) => check_thread(t),
         Item::Message(m) => check_message(m).map(|_| ()),
         Item::Tombstone(t) => check_tombstone(t),
+        Item::Memory(v) => check_memory(v),
     };
     checked.map_err(|(code, message)| reject(index, code, message))?;
     Ok(item)
 }
 
-/// A page's items, checked: the threads by id, the messages and tombstones with their index in the page, and
-/// the rejected ones.
+/// A page's items, checked: the threads by id, the messages, tombstones and memory versions with their index in
+/// the page, and the rejected ones.
 #[derive(Default)]
 struct Checked {
     threads: HashMap<String, ThreadRow>,
     messages: Vec<(usize, MessageRow)>,
     tombstones: Vec<(usize, TombstoneRow)>,
+    memories: Vec<(usize, MemoryRow)>,
     rejected: Vec<Rejection>,
 }
 
@@ -591,6 +769,7 @@ fn check_items(items: &[Value]) -> Checked {
                     forgotten_at: t.forgotten_at,
                 },
             )),
+            Ok(Item::Memory(v)) => out.memories.push((index, (*v).into())),
             Err(r) => out.rejected.push(r),
         }
     }
@@ -645,6 +824,16 @@ pub trait PageStore {
     fn set_pull_cursor(&mut self, peer_id: &str, cursor: i64) -> Result<(), Self::Error>;
     /// Moves a peer's push cursor to the feed's head if it was at `head_before` or later.
     fn skip_push_cursor(&mut self, peer_id: &str, head_before: i64) -> Result<(), Self::Error>;
+    /// A memory version's tier and withdrawal, if stored.
+    fn memory_version(&mut self, id: &str) -> Result<Option<StoredVersion>, Self::Error>;
+    /// Inserts a memory version with its sources, as given.
+    fn insert_memory_version(&mut self, v: &MemoryRow) -> Result<(), Self::Error>;
+    /// Blanks a memory version's body and sets its withdrawal time.
+    fn withdraw_memory_version(&mut self, id: &str, at: &str) -> Result<(), Self::Error>;
+    /// Whether one of `threads` has a turn forgotten here at `at` or later.
+    fn forgotten_since(&mut self, threads: &[String], at: &str) -> Result<bool, Self::Error>;
+    /// Marks a memory tier due to run again.
+    fn mark_memory_due(&mut self, tier: &str) -> Result<(), Self::Error>;
 }
 
 impl PageStore for SyncTx<'_> {
@@ -722,6 +911,21 @@ impl PageStore for SyncTx<'_> {
     fn skip_push_cursor(&mut self, peer_id: &str, head_before: i64) -> Result<(), DbError> {
         SyncTx::skip_push_cursor(self, peer_id, head_before)
     }
+    fn memory_version(&mut self, id: &str) -> Result<Option<StoredVersion>, DbError> {
+        SyncTx::memory_version(self, id)
+    }
+    fn insert_memory_version(&mut self, v: &MemoryRow) -> Result<(), DbError> {
+        SyncTx::insert_memory_version(self, v)
+    }
+    fn withdraw_memory_version(&mut self, id: &str, at: &str) -> Result<(), DbError> {
+        SyncTx::withdraw_memory_version(self, id, at)
+    }
+    fn forgotten_since(&mut self, threads: &[String], at: &str) -> Result<bool, DbError> {
+        SyncTx::forgotten_since(self, threads, at)
+    }
+    fn mark_memory_due(&mut self, tier: &str) -> Result<(), DbError> {
+        SyncTx::mark_memory_due(self, tier)
+    }
 }
 
 /// A thread as stored here merged with a peer's sighting of it: the earlier first-seen time, the later last-seen
@@ -775,6 +979,18 @@ pub fn merge_facts(local: &TurnFacts, theirs: &TurnFacts) -> Option<TurnFacts> {
     (merged != *local).then_some(merged)
 }
 
+/// A memory version's withdrawal merged with a peer's: withdrawn when either says so, at the earlier time.
+/// `None` when nothing changes here.
+pub fn merge_withdrawal(local: Option<&str>, theirs: Option<&str>) -> Option<String> {
+    let merged = match (local, theirs) {
+        (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
+        (a, b) => a.or(b),
+    };
+    (merged != local)
+        .then(|| merged.map(str::to_owned))
+        .flatten()
+}
+
 /// Whether an incoming rendering replaces the stored one of the same turn: the higher `(rank, hash)` wins, so
 /// the kept text does not depend on arrival order.
 pub fn incoming_wins(stored: &StoredTurn, incoming: &MessageRow) -> bool {
@@ -815,7 +1031,10 @@ pub fn apply_page(
 ) -> Result<Applied, DbError> {
     let checked = check_items(items);
     let forgets = !checked.tombstones.is_empty();
-    store::apply_in_transaction(conn, forgets, now, |tx| merge_page(tx, checked, source))
+    let now_s = personkit_store::clock::fmt_time(now);
+    store::apply_in_transaction(conn, forgets, now, |tx| {
+        merge_page(tx, checked, source, &now_s)
+    })
 }
 
 /// The merge rules over a checked page, through `store`.
@@ -823,11 +1042,13 @@ fn merge_page<S: PageStore>(
     store: &mut S,
     page: Checked,
     source: Source<'_>,
+    now: &str,
 ) -> Result<Applied, S::Error> {
     let Checked {
         threads,
         messages,
         tombstones,
+        memories,
         rejected,
     } = page;
     let mut out = Applied {
@@ -865,6 +1086,19 @@ fn merge_page<S: PageStore>(
     }
     for (thread, pos) in &positions {
         store.number_revisions(thread, pos)?;
+    }
+    // After the tombstones, so a version that drew on a thread this page forgets is withdrawn on arrival.
+    for (index, v) in &memories {
+        match apply_memory(store, v, now)? {
+            Outcome::Inserted => out.stored += 1,
+            Outcome::Stored => {
+                out.stored += 1;
+                merged = true;
+            }
+            Outcome::Unchanged => out.unchanged += 1,
+            Outcome::Forgotten => out.forgotten += 1,
+            Outcome::Rejected(code, message) => out.rejected.push(reject(*index, code, message)),
+        }
     }
     if let Some(cursor) = source.pull_cursor {
         store.set_pull_cursor(source.peer_id, cursor)?;
@@ -938,6 +1172,49 @@ enum Outcome {
     Unchanged,
     Forgotten,
     Rejected(&'static str, String),
+}
+
+/// Merges a peer's memory version: a new one is stored with its sources (withdrawn, and its tier due, when it
+/// drew on a thread with a turn forgotten here since it was made); a known one only ever gains a withdrawal.
+fn apply_memory<S: PageStore>(
+    store: &mut S,
+    v: &MemoryRow,
+    now: &str,
+) -> Result<Outcome, S::Error> {
+    let Some(local) = store.memory_version(&v.id)? else {
+        if v.withdrawn_at.is_none() && store.forgotten_since(&v.sources, &v.created_at)? {
+            let withdrawn = MemoryRow {
+                body: String::new(),
+                withdrawn_at: Some(now.to_owned()),
+                ..v.clone()
+            };
+            store.insert_memory_version(&withdrawn)?;
+            store.mark_memory_due(&v.tier)?;
+            return Ok(Outcome::Stored);
+        }
+        store.insert_memory_version(v)?;
+        return Ok(Outcome::Inserted);
+    };
+    if local.tier != v.tier {
+        return Ok(Outcome::Rejected(
+            "id_mismatch",
+            "a version of this id is stored here with another tier".into(),
+        ));
+    }
+    let Some(at) = merge_withdrawal(local.withdrawn_at.as_deref(), v.withdrawn_at.as_deref())
+    else {
+        return Ok(Outcome::Unchanged);
+    };
+    store.withdraw_memory_version(&v.id, &at)?;
+    if local.withdrawn_at.is_none() {
+        store.mark_memory_due(&v.tier)?;
+    }
+    // The peer's own withdrawal is no news to it; an earlier one of this relay's is.
+    Ok(if v.withdrawn_at.as_deref() == Some(at.as_str()) {
+        Outcome::Inserted
+    } else {
+        Outcome::Stored
+    })
 }
 
 fn apply_message<S: PageStore>(

@@ -10,6 +10,8 @@ use personkit_store::sync::canonical_dump;
 use time::macros::datetime;
 
 const NOW: OffsetDateTime = datetime!(2026-11-22 10:00:00 UTC);
+/// `NOW` in the stored form, for merges run through the in-memory storage.
+const AT: &str = "2026-11-22T10:00:00.000Z";
 
 fn obs(conv: &str, text: &str, ord: u32, at: &str) -> Observation {
     let client = ClientInfo {
@@ -432,6 +434,37 @@ fn page_items_carry_exactly_the_fields_of_the_wire_format() {
         keys("tombstone"),
         sorted(vec!["kind", "id", "thread_id", "forgotten_at"])
     );
+    personkit_store::memory::insert(
+        &a,
+        &personkit_store::memory::NewVersion {
+            tier: "short".into(),
+            body: "- a kept turn".into(),
+            sources: vec![batch[0].thread_id.clone()],
+            ..Default::default()
+        },
+        NOW,
+    )
+    .unwrap();
+    assert_eq!(
+        keys("memory"),
+        sorted(vec![
+            "kind",
+            "id",
+            "tier",
+            "created_at",
+            "body",
+            "tokens",
+            "model",
+            "prompt_version",
+            "covers_from",
+            "covers_to",
+            "based_on",
+            "withdrawn_at",
+            "origin_device",
+            "origin_seq",
+            "sources"
+        ])
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -510,6 +543,8 @@ struct Memory {
     messages: Vec<Option<MessageRow>>,
     renderings: Vec<(String, String, i64)>,
     tombstones: HashMap<String, TombstoneRow>,
+    versions: HashMap<String, MemoryRow>,
+    due: BTreeSet<String>,
     writes: Vec<String>,
 }
 
@@ -678,6 +713,36 @@ impl PageStore for Memory {
     fn skip_push_cursor(&mut self, _peer: &str, _head: i64) -> Result<(), Self::Error> {
         Ok(())
     }
+    fn memory_version(&mut self, id: &str) -> Result<Option<StoredVersion>, Self::Error> {
+        Ok(self.versions.get(id).map(|v| StoredVersion {
+            tier: v.tier.clone(),
+            withdrawn_at: v.withdrawn_at.clone(),
+        }))
+    }
+    fn insert_memory_version(&mut self, v: &MemoryRow) -> Result<(), Self::Error> {
+        self.writes.push(format!("insert_memory_version {}", v.id));
+        self.versions.insert(v.id.clone(), v.clone());
+        Ok(())
+    }
+    fn withdraw_memory_version(&mut self, id: &str, at: &str) -> Result<(), Self::Error> {
+        self.writes.push(format!("withdraw_memory_version {id}"));
+        if let Some(v) = self.versions.get_mut(id) {
+            v.body.clear();
+            v.withdrawn_at = Some(at.to_owned());
+        }
+        Ok(())
+    }
+    fn forgotten_since(&mut self, threads: &[String], at: &str) -> Result<bool, Self::Error> {
+        Ok(self
+            .tombstones
+            .values()
+            .any(|t| threads.contains(&t.thread_id) && t.forgotten_at.as_str() >= at))
+    }
+    fn mark_memory_due(&mut self, tier: &str) -> Result<(), Self::Error> {
+        self.writes.push(format!("mark_memory_due {tier}"));
+        self.due.insert(tier.to_owned());
+        Ok(())
+    }
 }
 
 /// One turn of thread `c` as a page item: `text` read by `path`, captured at `at`; with `folded`, a DOM text
@@ -733,7 +798,7 @@ fn the_merge_rules_run_through_the_page_store_trait_and_converge_in_any_order() 
     let apply_all = |order: &[usize]| {
         let mut mem = Memory::default();
         for &i in order {
-            let applied = merge_page(&mut mem, check_items(&pages[i]), source()).unwrap();
+            let applied = merge_page(&mut mem, check_items(&pages[i]), source(), AT).unwrap();
             assert!(applied.rejected.is_empty(), "{applied:?}");
         }
         mem
@@ -769,7 +834,7 @@ fn the_merge_rules_run_through_the_page_store_trait_and_converge_in_any_order() 
     // A page seen again writes nothing.
     let mut again = apply_all(&[0, 1]);
     let before = again.writes.len();
-    let applied = merge_page(&mut again, check_items(&pages[1]), source()).unwrap();
+    let applied = merge_page(&mut again, check_items(&pages[1]), source(), AT).unwrap();
     assert_eq!((applied.stored, applied.unchanged), (0, 1), "{applied:?}");
     assert_eq!(again.writes.len(), before, "{:?}", &again.writes[before..]);
 }
@@ -787,6 +852,7 @@ fn a_tombstone_through_the_trait_keeps_the_earliest_time_and_blocks_the_turn() {
         &mut mem,
         check_items(&[thread_item("T", at), item.clone()]),
         source(),
+        AT,
     )
     .unwrap();
     assert_eq!(first.stored, 1);
@@ -794,6 +860,7 @@ fn a_tombstone_through_the_trait_keeps_the_earliest_time_and_blocks_the_turn() {
         &mut mem,
         check_items(&[tomb("2026-11-23T00:00:00.000Z")]),
         source(),
+        AT,
     )
     .unwrap();
     assert_eq!((r.stored, r.removed), (1, 1), "{r:?}");
@@ -801,6 +868,7 @@ fn a_tombstone_through_the_trait_keeps_the_earliest_time_and_blocks_the_turn() {
         &mut mem,
         check_items(&[tomb("2026-11-22T00:00:00.000Z")]),
         source(),
+        AT,
     )
     .unwrap();
     assert_eq!(r.stored, 1, "an earlier time wins: {r:?}");
@@ -808,6 +876,7 @@ fn a_tombstone_through_the_trait_keeps_the_earliest_time_and_blocks_the_turn() {
         &mut mem,
         check_items(&[tomb("2026-11-24T00:00:00.000Z")]),
         source(),
+        AT,
     )
     .unwrap();
     assert_eq!(
@@ -817,7 +886,275 @@ fn a_tombstone_through_the_trait_keeps_the_earliest_time_and_blocks_the_turn() {
     );
     let id = item["id"].as_str().unwrap();
     assert_eq!(mem.tombstones[id].forgotten_at, "2026-11-22T00:00:00.000Z");
-    let r = merge_page(&mut mem, check_items(std::slice::from_ref(&item)), source()).unwrap();
+    let r = merge_page(
+        &mut mem,
+        check_items(std::slice::from_ref(&item)),
+        source(),
+        AT,
+    )
+    .unwrap();
     assert_eq!(r.forgotten, 1, "the turn stays forgotten: {r:?}");
     assert_eq!(mem.live().count(), 0);
+}
+
+/// A memory version of `tier` as a page item, made at `at` by `origin` from `body`, drawing on `sources`.
+fn memory_item(tier: &str, body: &str, at: &str, sources: &[&str]) -> Value {
+    let id = personkit_store::memory::version_id(tier, at, "relay-a", body);
+    serde_json::json!({
+        "kind": "memory", "id": id, "tier": tier, "created_at": at, "body": body, "tokens": 3,
+        "model": null, "prompt_version": null, "covers_from": null, "covers_to": null, "based_on": [],
+        "withdrawn_at": null, "origin_device": "relay-a", "origin_seq": 7, "sources": sources,
+    })
+}
+
+fn thread_of(conv: &str) -> String {
+    ids::thread_id("browser-ext:chatgpt", conv)
+        .hyphenated()
+        .to_string()
+}
+
+#[test]
+fn a_memory_version_gains_a_withdrawal_in_any_order_and_keeps_the_earliest_time() {
+    let made = "2026-11-20T03:00:00.000Z";
+    let item = memory_item("short", "## Friday\n- planning", made, &[&thread_of("x")]);
+    let withdrawn = |at: &str| {
+        let mut w = item.clone();
+        w["body"] = "".into();
+        w["withdrawn_at"] = at.into();
+        w
+    };
+    let (early, late) = ("2026-11-21T00:00:00.000Z", "2026-11-22T00:00:00.000Z");
+    let pages = [
+        vec![item.clone()],
+        vec![withdrawn(late)],
+        vec![withdrawn(early)],
+    ];
+    let orders: [[usize; 3]; 6] = [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ];
+    for order in orders {
+        let mut mem = Memory::default();
+        for i in order {
+            let r = merge_page(&mut mem, check_items(&pages[i]), source(), AT).unwrap();
+            assert!(r.rejected.is_empty(), "{r:?}");
+        }
+        let v = &mem.versions[item["id"].as_str().unwrap()];
+        assert_eq!(v.withdrawn_at.as_deref(), Some(early), "{order:?}");
+        assert_eq!(v.body, "", "never un-withdrawn: {order:?}");
+        // A version that was current here and is withdrawn by a peer puts its tier up for a run.
+        assert_eq!(mem.due.contains("short"), order[0] == 0, "{order:?}");
+    }
+    // Seen again, nothing is written.
+    let mut mem = Memory::default();
+    for p in &pages {
+        merge_page(&mut mem, check_items(p), source(), AT).unwrap();
+    }
+    let before = mem.writes.len();
+    let r = merge_page(&mut mem, check_items(&pages[0]), source(), AT).unwrap();
+    assert_eq!((r.stored, r.unchanged), (0, 1), "{r:?}");
+    assert_eq!(mem.writes.len(), before);
+    assert_eq!(merge_withdrawal(Some(early), Some(late)), None);
+    assert_eq!(merge_withdrawal(None, None), None);
+    assert_eq!(merge_withdrawal(Some(late), None), None);
+}
+
+#[test]
+fn a_memory_version_of_a_thread_forgotten_here_since_it_was_made_arrives_withdrawn() {
+    let thread = thread_of("x");
+    let mut mem = Memory::default();
+    mem.tombstones.insert(
+        "m1".into(),
+        TombstoneRow {
+            id: "m1".into(),
+            thread_id: thread.clone(),
+            forgotten_at: "2026-11-21T00:00:00.000Z".into(),
+        },
+    );
+    let before = memory_item(
+        "short",
+        "mentions x",
+        "2026-11-20T03:00:00.000Z",
+        &[&thread],
+    );
+    let after = memory_item(
+        "short",
+        "made later",
+        "2026-11-22T03:00:00.000Z",
+        &[&thread],
+    );
+    let other = memory_item(
+        "mid",
+        "other thread",
+        "2026-11-20T03:30:00.000Z",
+        &[&thread_of("y")],
+    );
+    let r = merge_page(
+        &mut mem,
+        check_items(&[before.clone(), after.clone(), other.clone()]),
+        source(),
+        AT,
+    )
+    .unwrap();
+    assert_eq!(r.stored, 3, "{r:?}");
+    let got = |item: &Value| mem.versions[item["id"].as_str().unwrap()].clone();
+    let b = got(&before);
+    assert_eq!((b.body.as_str(), b.withdrawn_at.as_deref()), ("", Some(AT)));
+    assert_eq!(b.sources, vec![thread.clone()], "its sources are kept");
+    assert!(got(&after).withdrawn_at.is_none(), "made after the forget");
+    assert!(got(&other).withdrawn_at.is_none());
+    assert_eq!(mem.due.iter().collect::<Vec<_>>(), vec!["short"]);
+}
+
+#[test]
+fn hostile_memory_items_are_rejected_one_by_one_and_the_rest_lands() {
+    let at = "2026-11-20T03:00:00.000Z";
+    let good = memory_item("long", "who they are", at, &[&thread_of("x")]);
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut v = good.clone();
+        f(&mut v);
+        v
+    };
+    let big = "x".repeat(MAX_MEMORY_BODY_BYTES + 1);
+    let big_id = personkit_store::memory::version_id("long", at, "relay-a", &big);
+    let many: Vec<String> = (0..=MAX_MEMORY_SOURCES)
+        .map(|i| thread_of(&i.to_string()))
+        .collect();
+    let items = vec![
+        with(&|v| v["tier"] = "weekly".into()),
+        with(&|v| v["body"] = "changed".into()),
+        with(&|v| {
+            v["body"] = big.clone().into();
+            v["id"] = big_id.clone().into();
+        }),
+        with(&|v| v["created_at"] = "2026-11-20 03:00".into()),
+        with(&|v| v["withdrawn_at"] = at.into()),
+        with(&|v| v["id"] = "ABC".into()),
+        with(&|v| v["sources"] = serde_json::json!(["not-a-thread"])),
+        with(&|v| v["sources"] = serde_json::json!(many)),
+        with(&|v| v["based_on"] = serde_json::json!(["x"])),
+        with(&|v| v["tokens"] = (-1).into()),
+        with(&|v| v["extra"] = 1.into()),
+        good.clone(),
+    ];
+    let mut mem = Memory::default();
+    let r = merge_page(&mut mem, check_items(&items), source(), AT).unwrap();
+    let codes: Vec<&str> = r.rejected.iter().map(|x| x.code).collect();
+    assert_eq!(
+        codes,
+        vec![
+            "invalid_memory",
+            "id_mismatch",
+            "invalid_content",
+            "invalid_time",
+            "invalid_memory",
+            "invalid_memory",
+            "invalid_memory",
+            "invalid_memory",
+            "invalid_memory",
+            "invalid_memory",
+            "malformed_item",
+        ],
+        "{r:?}"
+    );
+    assert_eq!(r.stored, 1, "{r:?}");
+    assert_eq!(mem.versions.len(), 1);
+    // A known id with another tier is refused, not merged.
+    let mut other_tier = good.clone();
+    other_tier["tier"] = "mid".into();
+    other_tier["body"] = "".into();
+    other_tier["withdrawn_at"] = at.into();
+    let r = merge_page(&mut mem, check_items(&[other_tier]), source(), AT).unwrap();
+    assert_eq!(r.rejected[0].code, "id_mismatch", "{r:?}");
+    assert!(mem.versions.values().all(|v| v.withdrawn_at.is_none()));
+}
+
+#[test]
+fn memory_versions_travel_and_forgetting_on_one_relay_withdraws_them_on_the_other() {
+    let (_d1, mut a) = corpus("a");
+    let origin = Origin {
+        device_id: "dev".into(),
+    };
+    let batch = vec![
+        obs("x", "a secret plan", 0, "2026-11-20T09:00:00Z"),
+        obs("y", "an open plan", 0, "2026-11-20T09:00:00Z"),
+    ];
+    ingest_observations(&mut a, &origin, &batch, NOW).unwrap();
+    let (tx, ty) = (batch[0].thread_id.clone(), batch[1].thread_id.clone());
+    let made = NOW - time::Duration::days(1);
+    let version = |tier: &str, body: &str, sources: &[&str]| personkit_store::memory::NewVersion {
+        tier: tier.into(),
+        body: body.into(),
+        tokens: 4,
+        sources: sources.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    let short = personkit_store::memory::insert(
+        &a,
+        &version("short", "- a secret plan\n- an open plan", &[&tx, &ty]),
+        made,
+    )
+    .unwrap();
+    let profile =
+        personkit_store::memory::insert(&a, &version("profile", "I write Rust.", &[]), made)
+            .unwrap();
+    let (_d2, mut b) = corpus("b");
+    let r = apply_page(&mut b, &all_pages(&a), source(), NOW).unwrap();
+    assert!(r.rejected.is_empty(), "{r:?}");
+    assert_eq!(canonical_dump(&a).unwrap(), canonical_dump(&b).unwrap());
+    let on_b = personkit_store::memory::version(&b, &short.id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(on_b.body, short.body);
+    assert_eq!(
+        personkit_store::memory::sources(&b, &short.id)
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(
+        personkit_store::memory::version(&b, &profile.id)
+            .unwrap()
+            .is_some()
+    );
+
+    forget(&mut a, &Selection::thread(&tx), NOW).unwrap();
+    let on_a = personkit_store::memory::version(&a, &short.id)
+        .unwrap()
+        .unwrap();
+    assert!(on_a.withdrawn_at.is_some() && on_a.body.is_empty());
+    apply_page(&mut b, &all_pages(&a), source(), NOW).unwrap();
+    let on_b = personkit_store::memory::version(&b, &short.id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(on_b.body, "", "withdrawn on B too");
+    assert_eq!(on_b.withdrawn_at, on_a.withdrawn_at);
+    assert!(
+        personkit_store::memory::state(&b, "due:short")
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        personkit_store::memory::version(&b, &profile.id)
+            .unwrap()
+            .unwrap()
+            .body,
+        "I write Rust.",
+        "a version that did not draw on the thread stays"
+    );
+    // B's pages back to A change nothing there: the two agree.
+    apply_page(&mut a, &all_pages(&b), source(), NOW).unwrap();
+    assert_eq!(canonical_dump(&a).unwrap(), canonical_dump(&b).unwrap());
+    let words: i64 = b
+        .query_row(
+            "SELECT count(*) FROM memory_versions WHERE body LIKE '%secret%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(words, 0);
 }
