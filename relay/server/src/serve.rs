@@ -139,7 +139,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let embed_path = config.db_path.clone();
     let (embedder, search_line) =
         tokio::task::spawn_blocking(move || jobs::configured_embedder(&embed_path)).await?;
-    let state = AppState::new(db, config.api.clone(), clock.clone()).with_embedder(embedder);
+    let state = AppState::new(db, config.api.clone(), clock.clone())
+        .with_embedder(embedder)
+        .with_local_offset(config.local_offset);
     let embed_worker = jobs::start(&state);
     let sync_job = jobs::start_sync(&state, config.sync_interval);
     let harvest_job = match config.harvest.clone() {

@@ -32,6 +32,8 @@ pub struct AppState {
     pub sync_notify: Arc<tokio::sync::Notify>,
     /// The dashboard's unused CSRF tokens (in memory; the sessions themselves are in the corpus).
     pub(crate) sessions: Arc<crate::dashboard::Sessions>,
+    /// This machine's offset from UTC, read where the process started: the days the Today page counts.
+    pub local_offset: time::UtcOffset,
 }
 
 impl AppState {
@@ -46,7 +48,14 @@ impl AppState {
             config: Arc::new(config),
             embedder: None,
             indexes: Indexes::new(),
+            local_offset: time::UtcOffset::UTC,
         }
+    }
+
+    /// The same state with local days at this offset from UTC.
+    pub fn with_local_offset(mut self, offset: time::UtcOffset) -> AppState {
+        self.local_offset = offset;
+        self
     }
 
     /// The same state with this embedder for the vector signal.
