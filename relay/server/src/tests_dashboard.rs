@@ -1345,3 +1345,37 @@ async fn every_decision_button_of_a_long_list_works() {
         1
     );
 }
+
+#[tokio::test]
+async fn today_charts_the_current_turns_per_day_and_the_overview_links_to_it() {
+    let (h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let o = get_with(&h, "/", &[("cookie", &cookie)]).await;
+    assert!(text(&o).contains("<a href=\"/today\""), "{}", text(&o));
+    let r = get_with(&h, "/today", &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", text(&r));
+    let page = text(&r);
+    // Thread a: three positions (one edited: its current revision only), thread b: one.
+    assert!(
+        page.contains(&format!(
+            "data-day=\"2026-11-22\" data-surface=\"{CHATGPT}\" data-turns=\"4\""
+        )),
+        "{page}"
+    );
+    assert_eq!(page.matches("<rect ").count(), 1, "{page}");
+    assert!(
+        page.contains(
+            "id=\"today-now\" aria-labelledby=\"today-now-h\" data-turns=\"4\" data-threads=\"2\""
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains("href=\"/knowledge?status=approved\""),
+        "{page}"
+    );
+    assert!(page.contains("light green"), "{page}");
+    // The CSP forbids inline styles: the page has none.
+    assert!(!page.contains("style="), "{page}");
+    let signed_out = get_with(&h, "/today", &[]).await;
+    assert_eq!(signed_out.status, StatusCode::UNAUTHORIZED);
+}
