@@ -24,7 +24,7 @@ fn claude_line(session: &str, i: usize, text: &str, at: &str) -> String {
     } else {
         Value::String(format!("{i:08x}-0000-4000-8000-{i:012x}"))
     };
-    let (kind, message) = if i % 2 == 0 {
+    let (kind, message) = if i.is_multiple_of(2) {
         ("user", serde_json::json!({"role": "user", "content": text}))
     } else {
         (

@@ -93,15 +93,15 @@ fn render(t: &Today, now: time::OffsetDateTime, offset: UtcOffset) -> Markup {
     html! {
         p.intro { "Local days at " (offset_label(offset)) "; this week began on Monday " (day_label(&t.week.first_day, false)) "." }
         div.today-cards {
-            (span_card("today-now", &format!("Today, {}", day_label(&t.date, true)), &t.today))
-            (span_card("today-week", "This week", &t.week))
+            (span_card("today-now", &format!("Today, {}", day_label(&t.date, true)), &t.today, &colour))
+            (span_card("today-week", "This week", &t.week, &colour))
         }
         section aria-labelledby="chart-h" {
             h2 #chart-h { "Last 90 days" }
             @if t.chart.sites.is_empty() {
                 p.empty { "Nothing captured in the last 90 days." }
             } @else {
-                (chart(&t.chart))
+                (chart(&t.chart, t.utc_offset_minutes))
                 ul.legend aria-label="Sites" {
                     @for s in &t.chart.sites {
                         li { span class={"swatch site-" (colour(&s.surface))} aria-hidden="true" {}
@@ -146,7 +146,8 @@ fn render(t: &Today, now: time::OffsetDateTime, offset: UtcOffset) -> Markup {
     }
 }
 
-fn span_card(id: &str, title: &str, s: &Span) -> Markup {
+/// One span's card; `colour` gives a surface's colour class in the chart (its legend), so rows match the bars.
+fn span_card(id: &str, title: &str, s: &Span, colour: &dyn Fn(&str) -> usize) -> Markup {
     let h = format!("{id}-h");
     html! {
         section.card id=(id) aria-labelledby=(h) data-turns=(s.turns) data-threads=(s.threads) {
@@ -161,7 +162,9 @@ fn span_card(id: &str, title: &str, s: &Span) -> Markup {
                     tbody {
                         @for c in &s.sites {
                             tr data-surface=(c.surface) {
-                                th scope="row" title=(c.surface) { (site_name(&c.surface)) }
+                                th scope="row" title=(c.surface) {
+                                    span class={"swatch site-" (colour(&c.surface))} aria-hidden="true" {} " " (site_name(&c.surface))
+                                }
                                 td.num { (c.threads) }
                                 td.num { (c.turns) }
                             }
@@ -208,8 +211,11 @@ fn axis_step(max: u64) -> u64 {
     }
 }
 
+/// One site's part of a day's bar: its colour index, surface, turns, and the turns of the sites below it.
+type Segment<'a> = (usize, &'a str, u64, u64);
+
 /// The stacked bar chart, one bar per day, one segment per site.
-fn chart(c: &Chart) -> Markup {
+fn chart(c: &Chart, offset_minutes: i32) -> Markup {
     let step = axis_step(c.max_day.max(1));
     let top = step * c.max_day.max(1).div_ceil(step);
     let plot_w = W - LEFT - RIGHT;
@@ -233,8 +239,7 @@ fn chart(c: &Chart) -> Markup {
         );
     }
     let ticks: Vec<u64> = (0..=top / step).map(|k| k * step).collect();
-    // Per day, each site's segment: (colour index, surface, turns, turns of the sites below it).
-    let bars: Vec<(&str, Vec<(usize, &str, u64, u64)>)> = c
+    let bars: Vec<(&str, Vec<Segment<'_>>)> = c
         .days
         .iter()
         .enumerate()
@@ -256,7 +261,7 @@ fn chart(c: &Chart) -> Markup {
         .collect();
     html! {
         svg.chart #chart viewBox={"0 0 " (W) " " (H)} role="img" aria-labelledby="chart-title chart-desc"
-            data-days=(n) data-max=(c.max_day) {
+            data-days=(n) data-max=(c.max_day) data-offset-minutes=(offset_minutes) {
             title #chart-title { "Turns per day per site, last " (n) " days" }
             desc #chart-desc { (desc) }
             @for v in &ticks {
@@ -273,10 +278,15 @@ fn chart(c: &Chart) -> Markup {
                         }
                     }
                 }
-                @if (n - 1 - i) % 15 == 0 {
+                @if (n - 1 - i).is_multiple_of(15) {
                     line.tick x1=(fmt(LEFT + slot * (i as f64 + 0.5))) x2=(fmt(LEFT + slot * (i as f64 + 0.5)))
                         y1=(TOP + plot_h) y2=(TOP + plot_h + 4.0) {}
-                    text.axis x=(fmt(LEFT + slot * (i as f64 + 0.5))) y=(H - 12.0) text-anchor="middle" { (day_label(day, false)) }
+                    // The last day's label ends at the plot's edge instead of running past it.
+                    @if i + 1 == n {
+                        text.axis x=(fmt(W - RIGHT)) y=(H - 12.0) text-anchor="end" { (day_label(day, false)) }
+                    } @else {
+                        text.axis x=(fmt(LEFT + slot * (i as f64 + 0.5))) y=(H - 12.0) text-anchor="middle" { (day_label(day, false)) }
+                    }
                 }
             }
             line.base x1=(LEFT) x2=(W - RIGHT) y1=(TOP + plot_h) y2=(TOP + plot_h) {}

@@ -183,7 +183,7 @@ mod tests {
             app_version: "0.1.0".into(),
             device_id: "ext".into(),
         };
-        let role = if ord % 2 == 0 {
+        let role = if ord.is_multiple_of(2) {
             Role::User
         } else {
             Role::Assistant
