@@ -1379,3 +1379,52 @@ async fn today_charts_the_current_turns_per_day_and_the_overview_links_to_it() {
     let signed_out = get_with(&h, "/today", &[]).await;
     assert_eq!(signed_out.status, StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn v1_today_answers_tokens_with_the_today_figures_and_refuses_a_bad_offset() {
+    let (h, token) = filled().await;
+    let r = h.get("/v1/today", Some(&token)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["date"], "2026-11-22");
+    assert_eq!(r.body["today"]["turns"], 4, "{}", r.body);
+    assert_eq!(r.body["chart"]["days"].as_array().unwrap().len(), 90);
+    // At UTC-10:00 the turns of 09:00 UTC fall on the 21st, and "now" (10:00 UTC) is the 22nd at 00:00.
+    let west = h
+        .get("/v1/today?utc_offset_minutes=-600", Some(&token))
+        .await;
+    assert_eq!(west.status, StatusCode::OK, "{}", west.body);
+    assert_eq!(west.body["date"], "2026-11-22");
+    assert_eq!(west.body["today"]["turns"], 0, "{}", west.body);
+    assert_eq!(west.body["week"]["first_day"], "2026-11-16");
+    assert_eq!(west.body["week"]["turns"], 4, "{}", west.body);
+    let now = h.state().clock.now();
+    let (_, agent) = h
+        .state()
+        .db
+        .write(|c| personkit_store::auth::create_agent(c, "claude", now))
+        .unwrap();
+    let a = h.get("/v1/today", Some(agent.expose())).await;
+    assert_eq!(
+        a.status,
+        StatusCode::OK,
+        "an agent token may read: {}",
+        a.body
+    );
+    for bad in [
+        "utc_offset_minutes=2000",
+        "utc_offset_minutes=east",
+        "bogus=1",
+    ] {
+        let r = h.get(&format!("/v1/today?{bad}"), Some(&token)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.body);
+        assert!(
+            r.body["hint"].as_str().unwrap().contains("/v1/today"),
+            "{}",
+            r.body
+        );
+    }
+    assert_eq!(
+        h.get("/v1/today", None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+}

@@ -73,6 +73,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/v1/messages/{id}", get(read::get_message))
         .route("/v1/changes", get(read::get_changes))
+        .route("/v1/today", get(read::get_today))
         .route("/v1/me/dashboard-link", post(read::post_dashboard_link))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
