@@ -66,27 +66,33 @@ fn site(surface: &str) -> &str {
     surface.split_once(':').map_or(surface, |(_, s)| s)
 }
 
+/// `1 turn`, `2 turns`, right-aligned in `width` digits.
+fn count(n: u64, width: usize, one: &str) -> String {
+    format!("{n:>width$} {one}{}", if n == 1 { " " } else { "s" })
+}
+
 fn span_text(out: &mut String, title: &str, s: &Span) {
     out.push_str(&format!(
-        "{title}: {} turns in {} threads\n",
-        s.turns, s.threads
+        "{title}: {} in {}\n",
+        count(s.turns, 0, "turn").trim_end(),
+        count(s.threads, 0, "thread").trim_end()
     ));
     for c in &s.sites {
         out.push_str(&format!(
-            "  {:<22} {:>6} turns  {:>4} threads\n",
+            "  {:<22} {}  {}\n",
             site(&c.surface),
-            c.turns,
-            c.threads
+            count(c.turns, 6, "turn"),
+            count(c.threads, 4, "thread")
         ));
     }
     if !s.projects.is_empty() {
         out.push_str("  agent sessions by project:\n");
         for p in &s.projects {
             out.push_str(&format!(
-                "    {:<20} {:>6} turns  {:>4} sessions  ({})\n",
+                "    {:<20} {}  {}  ({})\n",
                 p.project.as_deref().unwrap_or("(no project)"),
-                p.turns,
-                p.threads,
+                count(p.turns, 6, "turn"),
+                count(p.threads, 4, "session"),
                 p.tools.join(", ")
             ));
         }
@@ -171,7 +177,12 @@ fn text(t: &Today) -> String {
             ));
         }
     }
-    out
+    // Padding for alignment leaves no trailing spaces.
+    out.lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 #[cfg(test)]
