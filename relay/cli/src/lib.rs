@@ -47,6 +47,9 @@ pub enum Command {
     /// Manage the local embedding model.
     #[command(subcommand)]
     Model(ModelCommand),
+    /// What was captured today and this week, per site and per project; the last 90 days per site; knowledge
+    /// waiting for approval; capture health. The dashboard's Today page in text.
+    Today(cmd::today::TodayArgs),
     /// Print (and open in the browser) a one-time link that signs in to your library, the relay's dashboard.
     Open(cmd::open::OpenArgs),
     /// Export threads as Markdown (Obsidian-ready) or JSON files into a folder; a rerun updates it.
@@ -145,6 +148,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Corpus(CorpusCommand::Embed(a)) => corpus::run_embed(&a.db, &a.args),
         Command::Model(ModelCommand::Fetch(a)) => model::run_model_fetch(&a),
         Command::Open(a) => open::run(a),
+        Command::Today(a) => cmd::today::run(a),
         Command::Export(a) => archive::export(a),
         Command::Forget(a) => archive::forget(a),
         Command::Import(a) => cmd::import::run(a),

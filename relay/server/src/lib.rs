@@ -14,6 +14,7 @@ pub mod ratelimit;
 pub mod routes;
 pub mod serve;
 pub mod state;
+pub mod today;
 
 pub use error::AppError;
 pub use routes::{app, is_extension_origin};

@@ -1413,3 +1413,86 @@ async fn the_memory_page_saves_the_profile_runs_a_tier_and_shows_what_changed() 
     let r = get_with(&h, "/memory/weekly", &[("cookie", &cookie)]).await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn today_charts_the_current_turns_per_day_and_the_overview_links_to_it() {
+    let (h, _) = filled().await;
+    let cookie = sign_in(&h).await;
+    let o = get_with(&h, "/", &[("cookie", &cookie)]).await;
+    assert!(text(&o).contains("<a href=\"/today\""), "{}", text(&o));
+    let r = get_with(&h, "/today", &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", text(&r));
+    let page = text(&r);
+    // Thread a: three positions (one edited: its current revision only), thread b: one.
+    assert!(
+        page.contains(&format!(
+            "data-day=\"2026-11-22\" data-surface=\"{CHATGPT}\" data-turns=\"4\""
+        )),
+        "{page}"
+    );
+    assert_eq!(page.matches("<rect ").count(), 1, "{page}");
+    assert!(
+        page.contains(
+            "id=\"today-now\" aria-labelledby=\"today-now-h\" data-turns=\"4\" data-threads=\"2\""
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains("href=\"/knowledge?status=approved\""),
+        "{page}"
+    );
+    assert!(page.contains("light green"), "{page}");
+    // The CSP forbids inline styles: the page has none.
+    assert!(!page.contains("style="), "{page}");
+    let signed_out = get_with(&h, "/today", &[]).await;
+    assert_eq!(signed_out.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn v1_today_answers_tokens_with_the_today_figures_and_refuses_a_bad_offset() {
+    let (h, token) = filled().await;
+    let r = h.get("/v1/today", Some(&token)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["date"], "2026-11-22");
+    assert_eq!(r.body["today"]["turns"], 4, "{}", r.body);
+    assert_eq!(r.body["chart"]["days"].as_array().unwrap().len(), 90);
+    // At UTC-10:00 the turns of 09:00 UTC fall on the 21st, and "now" (10:00 UTC) is the 22nd at 00:00.
+    let west = h
+        .get("/v1/today?utc_offset_minutes=-600", Some(&token))
+        .await;
+    assert_eq!(west.status, StatusCode::OK, "{}", west.body);
+    assert_eq!(west.body["date"], "2026-11-22");
+    assert_eq!(west.body["today"]["turns"], 0, "{}", west.body);
+    assert_eq!(west.body["week"]["first_day"], "2026-11-16");
+    assert_eq!(west.body["week"]["turns"], 4, "{}", west.body);
+    let now = h.state().clock.now();
+    let (_, agent) = h
+        .state()
+        .db
+        .write(|c| personkit_store::auth::create_agent(c, "claude", now))
+        .unwrap();
+    let a = h.get("/v1/today", Some(agent.expose())).await;
+    assert_eq!(
+        a.status,
+        StatusCode::OK,
+        "an agent token may read: {}",
+        a.body
+    );
+    for bad in [
+        "utc_offset_minutes=2000",
+        "utc_offset_minutes=east",
+        "bogus=1",
+    ] {
+        let r = h.get(&format!("/v1/today?{bad}"), Some(&token)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.body);
+        assert!(
+            r.body["hint"].as_str().unwrap().contains("/v1/today"),
+            "{}",
+            r.body
+        );
+    }
+    assert_eq!(
+        h.get("/v1/today", None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+}

@@ -296,6 +296,40 @@ pub fn only_copy(conn: &Connection, thread_id: &str) -> Result<Option<OnlyCopy>,
     Ok(only_copy_rows(conn, Some(thread_id))?.into_iter().next())
 }
 
+/// Most thread ids one [`thread_files`] call takes.
+pub const MAX_THREAD_IDS: usize = 10_000;
+/// Most files [`thread_files`] answers per thread.
+const FILES_PER_THREAD: i64 = 64;
+
+/// The transcript files each of `thread_ids` was read from, as `(thread, source, path)` in the order the ids were
+/// given, each thread's files by source and path (at most 64 a thread); threads no harvester wrote have none.
+/// More than [`MAX_THREAD_IDS`] ids is refused.
+pub fn thread_files(
+    conn: &Connection,
+    thread_ids: &[String],
+) -> Result<Vec<(String, String, String)>, DbError> {
+    if thread_ids.len() > MAX_THREAD_IDS {
+        return Err(DbError::Invalid(format!(
+            "{} thread ids at once is more than {MAX_THREAD_IDS}: ask in smaller batches",
+            thread_ids.len()
+        )));
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT source, path FROM harvest_file_threads WHERE thread_id = ?1
+         ORDER BY source, path LIMIT ?2",
+    )?;
+    let mut out = Vec::new();
+    for t in thread_ids {
+        let rows = stmt.query_map(params![t, FILES_PER_THREAD], |r| {
+            Ok((t.clone(), r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        for row in rows {
+            out.push(row?);
+        }
+    }
+    Ok(out)
+}
+
 /// Saves the retention warnings of a source's last pass (a JSON list).
 pub fn set_warnings(conn: &Connection, name: &str, warnings_json: &str) -> Result<(), DbError> {
     conn.prepare_cached(
@@ -369,5 +403,33 @@ mod tests {
         save_file(&conn, &f).unwrap();
         assert_eq!(file(&conn, "codex", "/f").unwrap(), Some(f));
         assert_eq!(file_totals(&conn, "codex").unwrap(), (1, 2));
+    }
+
+    #[test]
+    fn thread_files_answers_each_threads_files_in_the_order_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::db::open(&dir.path().join("c.db")).unwrap();
+        let (a, b) = (
+            "/h/.claude/projects/-src-kite/a.jsonl",
+            "/h/.codex/sessions/2026/11/28/rollout-1.jsonl",
+        );
+        link_threads(&conn, "claude-code", a, &["t1".into(), "t2".into()]).unwrap();
+        link_threads(&conn, "codex", b, &["t2".into()]).unwrap();
+        let got = thread_files(&conn, &["t2".into(), "none".into(), "t1".into()]).unwrap();
+        let want = [
+            ("t2", "claude-code", a),
+            ("t2", "codex", b),
+            ("t1", "claude-code", a),
+        ];
+        assert_eq!(
+            got,
+            want.map(|(t, s, p)| (t.to_owned(), s.to_owned(), p.to_owned()))
+        );
+        assert!(thread_files(&conn, &[]).unwrap().is_empty());
+        let too_many = vec![String::from("t"); MAX_THREAD_IDS + 1];
+        assert!(matches!(
+            thread_files(&conn, &too_many),
+            Err(DbError::Invalid(_))
+        ));
     }
 }

@@ -17,6 +17,7 @@ use crate::db::DbError;
 use crate::health::{self, Status};
 use corpus::fts_query;
 
+pub mod activity;
 pub mod corpus;
 
 /// Most records one page may hold.

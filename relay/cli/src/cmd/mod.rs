@@ -13,3 +13,4 @@ pub mod model;
 pub mod open;
 pub mod serve;
 pub mod sync;
+pub mod today;

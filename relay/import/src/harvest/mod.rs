@@ -34,6 +34,7 @@ pub mod continue_dev;
 pub mod gemini_cli;
 pub mod grok;
 pub mod kiro;
+pub mod project;
 pub mod qwen_code;
 pub mod retention;
 // Sources kept in SQLite files or VS Code-style storage.
@@ -63,6 +64,8 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use crate::{BATCH_TURNS, ImportError, Options, Problem, Sink, SourceConversation};
+
+pub use project::project_of;
 
 /// A local AI tool whose transcripts can be harvested.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

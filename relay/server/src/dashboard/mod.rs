@@ -18,6 +18,7 @@ mod knowledge;
 mod markdown;
 mod memory;
 mod pages;
+mod today;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -203,6 +204,7 @@ impl Ctx {
 pub fn router(state: AppState) -> Router<AppState> {
     let pages = Router::new()
         .route("/", get(pages::overview))
+        .route("/today", get(today::page))
         .route("/threads", get(pages::threads))
         .route("/threads/{id}", get(pages::thread))
         .route("/threads/{id}/export.md", get(pages::export_markdown))

@@ -25,8 +25,9 @@ use crate::state::AppState;
 
 pub(super) type Page = Result<Response, PageError>;
 
-const NAV: [(&str, &str); 7] = [
+const NAV: [(&str, &str); 8] = [
     ("/", "Overview"),
+    ("/today", "Today"),
     ("/threads", "Threads"),
     ("/search", "Search"),
     ("/knowledge", "Knowledge"),
@@ -146,7 +147,7 @@ fn notice(p: &Params) -> Markup {
     }
 }
 
-fn light(status: read::StatusName) -> Markup {
+pub(super) fn light(status: read::StatusName) -> Markup {
     let (class, label) = match status {
         read::StatusName::Green => ("green", "green"),
         read::StatusName::Yellow => ("yellow", "yellow"),
@@ -199,6 +200,7 @@ pub(super) async fn overview(
         "/",
         "Overview",
         html! {
+            p.today-link { a href="/today" { "Today" } ": what was captured today and this week, per site and per project, and the last 90 days." }
             section aria-labelledby="capture" {
                 h2 #capture { "Capture, per site" }
                 @if surfaces.is_empty() {

@@ -297,6 +297,38 @@ pub(super) async fn get_changes(
     Ok(Json(ch).into_response())
 }
 
+const TODAY_HINT: &str = "GET /v1/today, optionally with utc_offset_minutes=<minutes east of UTC, -1080..1080> (docs/api.md)";
+
+/// `GET /v1/today[?utc_offset_minutes=]`: what the dashboard's Today page shows, as JSON (`crate::today::Today`),
+/// with local days at the relay's offset from UTC or the one given.
+pub(super) async fn get_today(
+    State(st): State<AppState>,
+    uri: axum::http::Uri,
+) -> Result<Response, AppError> {
+    let p = Params::parse(uri.query(), &["utc_offset_minutes"], TODAY_HINT)?;
+    let offset = match p.get("utc_offset_minutes") {
+        None => st.local,
+        Some(m) => m
+            .parse::<i32>()
+            .ok()
+            .filter(|m| m.abs() <= read::activity::MAX_OFFSET_MINUTES)
+            .and_then(|m| time::UtcOffset::from_whole_seconds(m * 60).ok())
+            .ok_or_else(|| {
+                AppError::bad_request(
+                    "bad_query",
+                    format!("utc_offset_minutes {m:?} is not a whole number of minutes from -1080 to 1080"),
+                    TODAY_HINT,
+                )
+            })?,
+    };
+    let now = st.clock.now();
+    let t = run(&st, TODAY_HINT, move |c| {
+        crate::today::build(c, now, offset)
+    })
+    .await?;
+    Ok(Json(t).into_response())
+}
+
 const BY_URL_HINT: &str = "GET /v1/threads/by-url?url=<the conversation's page address, as the browser shows it> (docs/api.md)";
 
 /// `GET /v1/threads/by-url?url=`: the thread of a conversation page, found the way the extension names it (the
