@@ -435,6 +435,7 @@ pub fn cut_to_budget(text: &str, budget: usize) -> (String, bool) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -400,7 +400,7 @@ fn mid_and_long_keep_budgets_and_versions_and_survive_a_failing_model() {
     )
     .unwrap();
     let l1 = rows::latest(&conn, "long").unwrap().unwrap();
-    assert_eq!(l1.based_on, [v3.id.clone()]);
+    assert_eq!(l1.based_on, std::slice::from_ref(&v3.id));
     assert!(
         m.last_user()
             .contains("Current long-term memory:\n\n(empty)")
