@@ -1330,6 +1330,25 @@ fn memory_reaches_agents_in_tiers_within_budget_and_only_the_user_changes_it() {
         .http
         .put_json("/v1/profile", Some(&device), &json!({"text": "a\u{0}b"}))
         .assert_error(400, "bad_profile");
+    // Over the 64 KB a profile holds, and over what the route reads at all.
+    relay
+        .http
+        .put_json(
+            "/v1/profile",
+            Some(&device),
+            &json!({"text": "x".repeat(70_000)}),
+        )
+        .assert_error(400, "bad_profile");
+    let huge = relay.http.put_json(
+        "/v1/profile",
+        Some(&device),
+        &json!({"text": "x".repeat(200_000)}),
+    );
+    assert_eq!(huge.status, 413, "{}", huge.body);
+    relay
+        .http
+        .put_json("/v1/profile", Some(&device), &json!({"text": 7}))
+        .assert_error(400, "malformed_profile");
     let distill = |tier: &str| -> Value {
         for _ in 0..100 {
             let r = relay

@@ -343,8 +343,17 @@ pub fn start_memory(
                 personkit_memory::Tier,
                 time::OffsetDateTime,
             > = Default::default();
+            // One connection for the job's life, opened again only after a read on it failed.
+            let mut conn = None;
             loop {
-                memory_tick(&path, &clock, local, &busy, &mut failed_at);
+                if conn.is_none() {
+                    conn = personkit_store::db::open(&path).ok();
+                }
+                if let Some(c) = &conn
+                    && memory_tick(c, &path, &clock, local, &busy, &mut failed_at).is_err()
+                {
+                    conn = None;
+                }
                 match rx.recv_timeout(MEMORY_TICK) {
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                     _ => return,
@@ -354,19 +363,18 @@ pub fn start_memory(
     Ok(MemoryJob { stop: tx, thread })
 }
 
+/// One look at the schedule; `Err` when the corpus could not be read (the connection is opened again).
 fn memory_tick(
+    conn: &personkit_store::Connection,
     path: &Path,
     clock: &personkit_store::clock::Clock,
     local: time::UtcOffset,
     busy: &tokio::sync::Mutex<()>,
     failed_at: &mut std::collections::HashMap<personkit_memory::Tier, time::OffsetDateTime>,
-) {
+) -> Result<(), personkit_store::DbError> {
     use personkit_memory::{Tier, run::Configured};
     let Ok(cfg) = Configured::load(path) else {
-        return;
-    };
-    let Ok(conn) = personkit_store::db::open(path) else {
-        return;
+        return Ok(());
     };
     for tier in Tier::ALL {
         let now = clock.now();
@@ -389,12 +397,13 @@ fn memory_tick(
         {
             continue;
         }
-        match personkit_memory::scheduled_due(&conn, tier, local_now) {
-            Ok(true) => {}
-            _ => continue,
+        if !personkit_memory::scheduled_due(conn, tier, local_now)? {
+            continue;
         }
-        let Ok(_guard) = busy.try_lock() else { return };
-        match personkit_memory::run::run_tier(&conn, tier, &cfg, now, local, "scheduled") {
+        let Ok(_guard) = busy.try_lock() else {
+            return Ok(());
+        };
+        match personkit_memory::run::run_tier(conn, tier, &cfg, now, local, "scheduled") {
             Ok(r) => {
                 failed_at.remove(&tier);
                 tracing::info!(tier = tier.as_str(), outcome = %r.outcome, tokens = r.tokens, ms = r.elapsed_ms, "memory run")
@@ -410,4 +419,5 @@ fn memory_tick(
             }
         }
     }
+    Ok(())
 }

@@ -470,26 +470,12 @@ pub fn audit_log(
 
 /// A named value of the pipeline's state.
 pub fn state(conn: &Connection, key: &str) -> Result<Option<String>, DbError> {
-    Ok(conn
-        .query_row(
-            "SELECT value FROM knowledge_state WHERE key = ?1",
-            [key],
-            |r| r.get(0),
-        )
-        .optional()?)
+    crate::named::get(conn, crate::named::Table::Knowledge, key)
 }
 
 /// Sets (or with `None` removes) a named value of the pipeline's state.
 pub fn set_state(conn: &Connection, key: &str, value: Option<&str>) -> Result<(), DbError> {
-    match value {
-        Some(v) => conn.execute(
-            "INSERT INTO knowledge_state(key, value) VALUES (?1, ?2)
-             ON CONFLICT(key) DO UPDATE SET value = ?2",
-            params![key, v],
-        )?,
-        None => conn.execute("DELETE FROM knowledge_state WHERE key = ?1", [key])?,
-    };
-    Ok(())
+    crate::named::set(conn, crate::named::Table::Knowledge, key, value)
 }
 
 /// The pseudonym map: (pseudonym, real name).

@@ -30,6 +30,7 @@ pub mod ingest;
 pub mod knowledge;
 pub mod memory;
 pub mod migrations;
+mod named;
 #[cfg(feature = "bench")]
 pub mod neighbours;
 pub mod order;

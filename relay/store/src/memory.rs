@@ -36,7 +36,7 @@ pub struct NewVersion {
 pub struct Version {
     pub id: String,
     pub tier: String,
-    /// 1 for a tier's first version, in `(created_at, id)` order.
+    /// 1 for a tier's first version, in [`ORDER`].
     pub number: u64,
     pub created_at: String,
     /// Empty when withdrawn.
@@ -54,11 +54,15 @@ pub struct Version {
     pub sources: u64,
 }
 
+/// A tier's versions in the order they were made: by time, then (within one millisecond on one relay) by their
+/// origin's sequence, then by id.
+pub const ORDER: &str = "created_at, origin_seq, id";
+
 const VERSION_COLUMNS: &str =
     "v.id, v.tier, v.created_at, v.body, v.tokens, v.model, v.prompt_version,
      v.covers_from, v.covers_to, v.based_on, v.withdrawn_at, v.origin_device,
      (SELECT count(*) FROM memory_versions w WHERE w.tier = v.tier
-        AND (w.created_at < v.created_at OR (w.created_at = v.created_at AND w.id <= v.id))),
+        AND (w.created_at, w.origin_seq, w.id) <= (v.created_at, v.origin_seq, v.id)),
      (SELECT count(*) FROM memory_sources s WHERE s.version_id = v.id)";
 
 fn version_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Version> {
@@ -180,7 +184,7 @@ pub fn latest(conn: &Connection, tier: &str) -> Result<Option<Version>, DbError>
             &format!(
                 "SELECT {VERSION_COLUMNS} FROM memory_versions v
                  WHERE v.tier = ?1 AND v.withdrawn_at IS NULL
-                 ORDER BY v.created_at DESC, v.id DESC LIMIT 1"
+                 ORDER BY v.created_at DESC, v.origin_seq DESC, v.id DESC LIMIT 1"
             ),
             [tier],
             version_row,
@@ -197,24 +201,24 @@ pub fn versions(
     before: Option<&str>,
 ) -> Result<Vec<Version>, DbError> {
     let limit = limit.clamp(1, 500);
-    let cut: Option<(String, String)> = match before {
+    let cut: Option<(String, i64, String)> = match before {
         Some(id) => conn
             .query_row(
-                "SELECT created_at, id FROM memory_versions WHERE id = ?1",
+                "SELECT created_at, origin_seq, id FROM memory_versions WHERE id = ?1",
                 [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?,
         None => None,
     };
-    let (at, id) = cut.unwrap_or_else(|| ("\u{10ffff}".into(), String::new()));
+    let (at, seq, id) = cut.unwrap_or_else(|| ("\u{10ffff}".into(), i64::MAX, String::new()));
     Ok(conn
         .prepare(&format!(
             "SELECT {VERSION_COLUMNS} FROM memory_versions v
-             WHERE v.tier = ?1 AND (v.created_at < ?2 OR (v.created_at = ?2 AND v.id < ?3))
-             ORDER BY v.created_at DESC, v.id DESC LIMIT ?4"
+             WHERE v.tier = ?1 AND (v.created_at, v.origin_seq, v.id) < (?2, ?3, ?4)
+             ORDER BY v.created_at DESC, v.origin_seq DESC, v.id DESC LIMIT ?5"
         ))?
-        .query_map(params![tier, at, id, limit], version_row)?
+        .query_map(params![tier, at, seq, id, limit], version_row)?
         .collect::<Result<_, _>>()?)
 }
 
@@ -245,26 +249,17 @@ pub fn counts(conn: &Connection) -> Result<Vec<(String, u64, u64)>, DbError> {
 
 /// A small named value.
 pub fn state(conn: &Connection, key: &str) -> Result<Option<String>, DbError> {
-    Ok(conn
-        .query_row(
-            "SELECT value FROM memory_state WHERE key = ?1",
-            [key],
-            |r| r.get(0),
-        )
-        .optional()?)
+    crate::named::get(conn, crate::named::Table::Memory, key)
 }
 
 /// Sets (or, with `None`, removes) a small named value.
 pub fn set_state(conn: &Connection, key: &str, value: Option<&str>) -> Result<(), DbError> {
-    match value {
-        Some(v) => conn.execute(
-            "INSERT INTO memory_state (key, value) VALUES (?1, ?2)
-             ON CONFLICT(key) DO UPDATE SET value = ?2",
-            params![key, v],
-        )?,
-        None => conn.execute("DELETE FROM memory_state WHERE key = ?1", [key])?,
-    };
-    Ok(())
+    crate::named::set(conn, crate::named::Table::Memory, key, value)
+}
+
+/// Marks `tier` due to run again (`due:<tier>`) since `at`: a version it made was withdrawn.
+pub(crate) fn mark_due(conn: &Connection, tier: &str, at: &str) -> Result<(), DbError> {
+    set_state(conn, &format!("due:{tier}"), Some(at))
 }
 
 /// Withdraws every version that drew on a thread with a turn in `forget_sel` (body blanked, `withdrawn_at` set)
@@ -291,11 +286,7 @@ pub(crate) fn forget_selected(tx: &rusqlite::Transaction<'_>, now_s: &str) -> Re
         [now_s],
     )?;
     for tier in tiers {
-        tx.execute(
-            "INSERT INTO memory_state (key, value) VALUES (?1, ?2)
-             ON CONFLICT(key) DO UPDATE SET value = ?2",
-            params![format!("due:{tier}"), now_s],
-        )?;
+        mark_due(tx, &tier, now_s)?;
     }
     Ok(n as u64)
 }
@@ -455,5 +446,28 @@ mod tests {
         assert_eq!(latest(&c, "short").unwrap().unwrap().id, a.id);
         assert!(state(&c, "due:short").unwrap().is_some());
         assert_eq!(ids_by_prefix(&c, &a.id[..6]).unwrap(), vec![a.id.clone()]);
+    }
+
+    #[test]
+    fn versions_made_in_the_same_millisecond_keep_the_order_they_were_made_in() {
+        let (_d, c) = conn();
+        let t = time::macros::datetime!(2026-11-01 03:00 UTC);
+        let mut made = Vec::new();
+        for body in ["a", "b", "c", "d", "e", "f"] {
+            let v = insert(&c, &new("profile", body, &[]), t).unwrap();
+            assert_eq!(latest(&c, "profile").unwrap().unwrap().id, v.id, "{body}");
+            if let Some(p) = made.last() {
+                assert_eq!(&previous(&c, &v).unwrap().unwrap().id, p);
+            }
+            assert_eq!(v.number as usize, made.len() + 1);
+            made.push(v.id);
+        }
+        let listed: Vec<String> = versions(&c, "profile", 10, None)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.id)
+            .collect();
+        made.reverse();
+        assert_eq!(listed, made);
     }
 }

@@ -982,13 +982,7 @@ impl SyncTx<'_> {
 
     /// Marks a memory tier due to run again (`due:<tier>`), as forgetting does.
     pub fn mark_memory_due(&self, tier: &str) -> Result<(), DbError> {
-        self.tx
-            .prepare_cached(
-                "INSERT INTO memory_state (key, value) VALUES (?1, ?2)
-                 ON CONFLICT(key) DO UPDATE SET value = ?2",
-            )?
-            .execute(params![format!("due:{tier}"), self.now_s])?;
-        Ok(())
+        crate::memory::mark_due(&self.tx, tier, &self.now_s)
     }
 
     /// Moves a peer's pull cursor (and its last sync time).
