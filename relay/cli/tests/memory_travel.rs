@@ -127,6 +127,16 @@ fn forgetting_a_thread_withdraws_its_memory_and_the_next_run_leaves_it_out() {
     assert!(body.contains("borrow checker"), "{body}");
     assert!(!body.contains("Zanzibar"), "{body}");
     assert_eq!(short_status(&db)["due"], false);
+    // A diff against the withdrawn version has nothing to compare with, and says what to do instead.
+    let second = run["version"].as_str().unwrap();
+    let d = cli(&db, &["memory", "diff", second]);
+    assert!(!d.status.success(), "{}", d.stdout);
+    assert!(
+        d.stderr.contains("withdrawn") && d.stderr.contains("memory show"),
+        "{}",
+        d.stderr
+    );
+    assert!(!d.stdout.contains("Zanzibar") && !d.stderr.contains("Zanzibar"));
 }
 
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {

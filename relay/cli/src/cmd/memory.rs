@@ -259,6 +259,17 @@ fn diff_cmd(a: DiffArgs) -> anyhow::Result<()> {
         Some(o) => Some(resolve(&conn, o)?),
         None => rows::previous(&conn, &new)?,
     };
+    // A withdrawn version's text is gone: comparing with its blank body would call every line new.
+    if let Some(o) = old.as_ref().filter(|o| o.withdrawn_at.is_some()) {
+        anyhow::bail!(
+            "{} #{} was withdrawn (a thread it drew on was forgotten), so there is nothing to compare with; \
+             try `personkit memory show {}` for the whole text, or `personkit memory diff {} <older id>`",
+            o.tier,
+            o.number,
+            new.id,
+            new.id
+        );
+    }
     let d = diff::diff(old.as_ref().map_or("", |o| o.body.as_str()), &new.body);
     if a.json {
         return print_json(&serde_json::json!({

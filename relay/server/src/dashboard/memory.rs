@@ -222,9 +222,15 @@ pub(super) async fn history(
             @if let Some(w) = &v.withdrawn_at {
                 p.warning { "Withdrawn " (time_el(w, now)) ": a thread it drew on was forgotten, so its text is gone." }
             } @else {
-                @let d = diff::diff(prev.as_ref().map_or("", |p| p.body.as_str()), &v.body);
+                // A withdrawn version's text is gone: there is nothing to compare with, so the text is shown whole.
+                @let base = prev.as_ref().filter(|p| p.withdrawn_at.is_none());
+                @let d = diff::diff(base.map_or(v.body.as_str(), |p| p.body.as_str()), &v.body);
                 p.intro {
-                    @match prev { Some(p) => { "Changes from version " (p.number) ": " (d.added) " lines added, " (d.removed) " removed." } None => { "The first version." } }
+                    @match prev {
+                        Some(p) if p.withdrawn_at.is_some() => { "Version " (p.number) ", the one before, was withdrawn and its text is gone: this is the whole text." }
+                        Some(p) => { "Changes from version " (p.number) ": " (d.added) " lines added, " (d.removed) " removed." }
+                        None => { "The first version." }
+                    }
                 }
                 pre.diff {
                     @for l in &d.lines {
