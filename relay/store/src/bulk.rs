@@ -122,6 +122,20 @@ pub fn tune_for_diagnostics(conn: &Connection, sql: &str) -> Result<(), DbError>
     Ok(())
 }
 
+/// SQLite's own heap in this process (every connection's page cache, statements and sorts): bytes in use now and
+/// the most in use since the last reset; `reset` starts a new high-water mark at the current use.
+pub fn sqlite_memory(reset: bool) -> (i64, i64) {
+    #[allow(unsafe_code)]
+    // SAFETY: both calls read (and the second may reset) SQLite's global memory counters; they take no pointers
+    // and are safe to call from any thread at any time.
+    unsafe {
+        (
+            rusqlite::ffi::sqlite3_memory_used(),
+            rusqlite::ffi::sqlite3_memory_highwater(i32::from(reset)),
+        )
+    }
+}
+
 /// The dashboard benchmark's baselines: the rows a page shows, each fetched with one plain query, so a page's
 /// time can be read against the cost of its data. Returns the rows read (to keep the work observable).
 pub mod baseline {
@@ -164,6 +178,63 @@ pub mod baseline {
             ))
         })?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?.len())
+    }
+
+    /// Every current turn captured in `[from, to)` with its thread, role, time and first `chars` characters:
+    /// the rows the short memory digest summarises for that span, read once.
+    pub fn span_turns(
+        conn: &Connection,
+        from: &str,
+        to: &str,
+        chars: u32,
+    ) -> Result<usize, DbError> {
+        let mut st = conn.prepare_cached(
+            "SELECT thread_id, role, captured_at, substr(content, 1, ?3) FROM messages
+             WHERE captured_at >= ?1 AND captured_at < ?2 AND is_current = 1",
+        )?;
+        let rows = st.query_map(params![from, to, chars], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?.len())
+    }
+
+    /// The newest body of each memory tier and of the profile, and the first `knowledge` approved entries: the
+    /// rows an agent's context is made of. Returns the characters read.
+    pub fn context_rows(conn: &Connection, knowledge: u32) -> Result<usize, DbError> {
+        let mut latest = conn.prepare_cached(
+            "SELECT body FROM memory_versions WHERE tier = ?1 AND withdrawn_at IS NULL
+             ORDER BY created_at DESC, origin_seq DESC, id DESC LIMIT 1",
+        )?;
+        let mut chars = 0;
+        for tier in ["profile", "short", "mid", "long"] {
+            let body: Option<String> =
+                latest
+                    .query_row([tier], |r| r.get(0))
+                    .map(Some)
+                    .or_else(|e| match e {
+                        rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                        e => Err(e),
+                    })?;
+            chars += body.map_or(0, |b| b.len());
+        }
+        let mut st = conn.prepare_cached(
+            "SELECT kind, topic, position FROM knowledge_entries WHERE status = 'approved'
+             ORDER BY reinforced DESC, decided_at DESC, id LIMIT ?1",
+        )?;
+        let rows = st.query_map([knowledge], |r| {
+            Ok(r.get::<_, String>(0)?.len()
+                + r.get::<_, String>(1)?.len()
+                + r.get::<_, String>(2)?.len())
+        })?;
+        for n in rows {
+            chars += n?;
+        }
+        Ok(chars)
     }
 
     /// The `limit` best full-text matches of an FTS expression, with their text and thread title.
