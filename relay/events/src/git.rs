@@ -108,8 +108,19 @@ pub fn parse_record(rec: &str) -> Option<Commit> {
     Some(c)
 }
 
-/// The commits of `range` in `repo`, oldest first, at most `max`; true when more were left.
-pub fn commits(repo: &Path, range: &str, max: usize) -> Result<(Vec<Commit>, bool), String> {
+/// What [`commits`] read.
+#[derive(Debug, Clone, Default)]
+pub struct Read {
+    /// Oldest first.
+    pub commits: Vec<Commit>,
+    /// A bound stopped the reading: more commits follow.
+    pub more: bool,
+    /// Records that could not be read as a commit.
+    pub unreadable: u64,
+}
+
+/// The commits of `range` in `repo`, oldest first, at most `max`.
+pub fn commits(repo: &Path, range: &str, max: usize) -> Result<Read, String> {
     let mut child = git(repo)
         .args([
             "log",
@@ -130,6 +141,7 @@ pub fn commits(repo: &Path, range: &str, max: usize) -> Result<(Vec<Commit>, boo
     let mut reader = BufReader::new(stdout);
     let mut out = Vec::new();
     let mut more = false;
+    let mut unreadable = 0;
     let mut buf = Vec::new();
     loop {
         buf.clear();
@@ -142,9 +154,8 @@ pub fn commits(repo: &Path, range: &str, max: usize) -> Result<(Vec<Commit>, boo
         if buf.last() == Some(&0x1e) {
             buf.pop();
         } else if n == MAX_RECORD {
-            // A record over the bound: skip to the next one; what was read of it still counts.
-            let mut rest = Vec::new();
-            let _ = reader.read_until(0x1e, &mut rest);
+            // A record over the bound: what was read of it is taken, the rest skipped up to the next one.
+            skip_past(&mut reader, 0x1e).map_err(|e| format!("reading git's output: {e}"))?;
         }
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -153,8 +164,9 @@ pub fn commits(repo: &Path, range: &str, max: usize) -> Result<(Vec<Commit>, boo
             more = true;
             break;
         }
-        if let Some(c) = parse_record(&String::from_utf8_lossy(&buf)) {
-            out.push(c);
+        match parse_record(&String::from_utf8_lossy(&buf)) {
+            Some(c) => out.push(c),
+            None => unreadable += 1,
         }
     }
     if more {
@@ -169,7 +181,31 @@ pub fn commits(repo: &Path, range: &str, max: usize) -> Result<(Vec<Commit>, boo
         }
         return Err(err.lines().next().unwrap_or("git log failed").to_owned());
     }
-    Ok((out, more))
+    Ok(Read {
+        commits: out,
+        more,
+        unreadable,
+    })
+}
+
+/// Reads and drops bytes up to and including `sep` (or to the end), holding no more than the reader's buffer.
+fn skip_past(r: &mut impl BufRead, sep: u8) -> std::io::Result<()> {
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|b| *b == sep) {
+            Some(i) => {
+                r.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                r.consume(n);
+            }
+        }
+    }
 }
 
 pub(crate) fn run(pass: &mut Pass<'_>) -> Result<(), EventsError> {
@@ -220,7 +256,11 @@ fn read_repo(pass: &mut Pass<'_>, repo: &Path) -> Result<(), EventsError> {
         }
         _ => "HEAD".to_owned(),
     };
-    let (list, more) = match commits(repo, &range, MAX_COMMITS) {
+    let Read {
+        commits: list,
+        more,
+        unreadable,
+    } = match commits(repo, &range, MAX_COMMITS) {
         Ok(x) => x,
         Err(e) => {
             pass.problem(format!("{shown}: {e}"));
@@ -228,6 +268,12 @@ fn read_repo(pass: &mut Pass<'_>, repo: &Path) -> Result<(), EventsError> {
         }
     };
     pass.report.more |= more;
+    if unreadable > 0 {
+        pass.report.rejected += unreadable;
+        pass.problem(format!(
+            "{shown}: {unreadable} commit record(s) git gave could not be read"
+        ));
+    }
     pass.report.read += list.len() as u64;
     let name = crate::dir_name(repo);
     for chunk in list.chunks(500) {

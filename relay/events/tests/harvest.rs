@@ -585,3 +585,30 @@ fn due_follows_each_sources_cadence() {
         [Source::ConfigState, Source::ReadingList]
     );
 }
+
+#[test]
+fn a_git_read_stops_at_its_bound_and_says_more_follow() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("r");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"], "2026-11-20T10:00:00Z");
+    for i in 0..3 {
+        let when = format!("2026-11-2{i}T10:00:00Z");
+        commit(
+            &repo,
+            "f.txt",
+            &format!("{i}\n"),
+            &format!("Commit {i}"),
+            &when,
+        );
+    }
+    let read = personkit_events::git::commits(&repo, "HEAD", 2).unwrap();
+    assert!(read.more);
+    let messages: Vec<&str> = read.commits.iter().map(|c| c.message.as_str()).collect();
+    assert_eq!(messages, ["Commit 0", "Commit 1"], "oldest first");
+    let all = personkit_events::git::commits(&repo, "HEAD", 10).unwrap();
+    assert!(!all.more);
+    assert_eq!((all.commits.len(), all.unreadable), (3, 0));
+    let err = personkit_events::git::commits(dir.path(), "HEAD", 10).unwrap_err();
+    assert!(err.contains("not a git repository"), "{err}");
+}
