@@ -235,32 +235,50 @@ pub fn list(conn: &Connection, f: &Filter) -> Result<Page, DbError> {
         }
         None => (None, None),
     };
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, kind, source_surface, content, occurred_at, captured_at, attrs FROM events
-         WHERE (?1 IS NULL OR kind = ?1)
-           AND (?2 IS NULL OR substr(kind, 1, length(?2)) = ?2)
-           AND (?3 IS NULL OR source_surface = ?3)
-           AND (?4 IS NULL OR json_extract(attrs, '$.thread_id') = ?4)
-           AND (?5 IS NULL OR occurred_at >= ?5)
-           AND (?6 IS NULL OR occurred_at < ?6)
-           AND (?7 IS NULL OR occurred_at < ?7 OR (occurred_at = ?7 AND id < ?8))
-         ORDER BY occurred_at DESC, id DESC LIMIT ?9",
-    )?;
+    // Only the conditions given, so SQLite can pick the index that serves them (kind, source, thread, time).
+    let mut conds: Vec<&str> = Vec::new();
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    let mut add = |cond: &'static str, v: Option<String>| {
+        if let Some(v) = v {
+            conds.push(cond);
+            args.push(rusqlite::types::Value::Text(v));
+        }
+    };
+    add("kind = ?", kind_exact);
+    add("kind >= ?", kind_prefix.clone());
+    // Every kind under the prefix sorts below the prefix with its last character raised by one.
+    add(
+        "kind < ?",
+        kind_prefix.map(|p| {
+            let mut p = p;
+            p.pop();
+            p.push('/'); // the character after '.'
+            p
+        }),
+    );
+    add("source_surface = ?", f.source_surface.clone());
+    add("json_extract(attrs, '$.thread_id') = ?", f.thread.clone());
+    add("occurred_at >= ?", f.since.clone());
+    add("occurred_at < ?", f.until.clone());
+    if let (Some(at), Some(id)) = (before_at, before_id) {
+        conds.push("(occurred_at < ? OR (occurred_at = ? AND id < ?))");
+        args.push(rusqlite::types::Value::Text(at.clone()));
+        args.push(rusqlite::types::Value::Text(at));
+        args.push(rusqlite::types::Value::Text(id));
+    }
+    args.push(rusqlite::types::Value::Integer(i64::from(f.limit)));
+    let sql = format!(
+        "SELECT id, kind, source_surface, content, occurred_at, captured_at, attrs FROM events {}
+         ORDER BY occurred_at DESC, id DESC LIMIT ?",
+        if conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conds.join(" AND "))
+        }
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
     let events = stmt
-        .query_map(
-            params![
-                kind_exact,
-                kind_prefix,
-                f.source_surface,
-                f.thread,
-                f.since,
-                f.until,
-                before_at,
-                before_id,
-                f.limit
-            ],
-            row,
-        )?
+        .query_map(rusqlite::params_from_iter(args), row)?
         .collect::<Result<Vec<_>, _>>()?;
     let next = (events.len() == f.limit as usize)
         .then(|| events.last().map(|e| format!("{}/{}", e.occurred_at, e.id)))

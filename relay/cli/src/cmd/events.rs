@@ -272,14 +272,7 @@ fn sources(a: SourcesArgs) -> anyhow::Result<()> {
                 r.name.clone(),
                 if r.enabled { "on" } else { "off" }.into(),
                 format!("{} min", r.cadence_minutes),
-                if r.paths.is_empty() {
-                    match &r.takes_paths {
-                        Some(_) => format!("(none: personkit events add-path {} <path>)", r.name),
-                        None => "(the corpus)".into(),
-                    }
-                } else {
-                    r.paths.join(", ")
-                },
+                reads(r),
                 r.last_run_at.clone().unwrap_or_else(|| "never".into()),
                 r.stored.to_string(),
                 r.rejected.to_string(),
@@ -306,6 +299,27 @@ fn sources(a: SourcesArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What a source reads, short: the places that exist (all of them with `--json`).
+fn reads(r: &personkit_events::SourceStatus) -> String {
+    if r.paths.is_empty() {
+        return match &r.takes_paths {
+            Some(_) => format!("(none: personkit events add-path {} <path>)", r.name),
+            None => "(the corpus)".into(),
+        };
+    }
+    let there: Vec<&str> = r
+        .paths
+        .iter()
+        .filter(|p| Path::new(p).exists())
+        .map(String::as_str)
+        .collect();
+    if there.is_empty() {
+        ellipsize(&format!("{} (not found)", r.paths.join(", ")), 100)
+    } else {
+        ellipsize(&there.join(", "), 100)
+    }
 }
 
 fn harvest(a: HarvestArgs) -> anyhow::Result<()> {
