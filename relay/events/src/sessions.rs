@@ -4,7 +4,8 @@
 //! `personkit_import::harvest::project_of`). Any other thread (captured in the browser, imported) gives
 //! `thread.started` at its first turn; attrs `thread_id`, `surface`, `title`. Content is the thread's title.
 //!
-//! A pass looks at the threads seen since the cursor (kept at most the quiet time back, so a session still going
+//! A thread gets one start event (a title given later does not make another) and a session one end event per
+//! quiet spell. A pass looks at the threads seen since the cursor (kept at most the quiet time back, so a session still going
 //! is looked at again until it has ended) and every thread no event names yet, at most
 //! [`personkit_store::events::MAX_SPANS`] a pass. Forgetting a thread removes its events
 //! (`personkit_store::events`), and a thread that keeps some turns is given fresh ones by the next pass.
@@ -70,11 +71,15 @@ pub(crate) fn run(pass: &mut Pass<'_>) -> Result<(), EventsError> {
                 (None, None) => format!("{tool} session"),
             };
             let attrs = json!({"thread_id": s.thread_id, "surface": s.surface, "project": project});
-            events.push(ev("session.started", first, content.clone(), attrs.clone()));
-            if last < quiet_before {
+            if !s.started {
+                events.push(ev("session.started", first, content.clone(), attrs.clone()));
+            }
+            // A session ends once quiet; resumed and quiet again, it ends again, later.
+            let ended_before = s.ended_at.as_deref().and_then(parse_time);
+            if last < quiet_before && ended_before.is_none_or(|e| last > e) {
                 events.push(ev("session.ended", last, content, attrs));
             }
-        } else {
+        } else if !s.started {
             let content = title
                 .clone()
                 .unwrap_or_else(|| format!("untitled conversation on {}", s.surface));

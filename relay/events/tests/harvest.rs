@@ -612,3 +612,49 @@ fn a_git_read_stops_at_its_bound_and_says_more_follow() {
     let err = personkit_events::git::commits(dir.path(), "HEAD", 10).unwrap_err();
     assert!(err.contains("not a git repository"), "{err}");
 }
+
+#[test]
+fn a_title_given_later_makes_no_second_start() {
+    let mut f = Fixture::new();
+    let origin = personkit_store::ingest::Origin {
+        device_id: "test".into(),
+    };
+    let first = build_observation(
+        "browser-ext:claude",
+        "c9",
+        Role::User,
+        "hello",
+        Some(0),
+        None,
+        "2026-11-28T11:00:00Z",
+        client(),
+    );
+    personkit_store::ingest::ingest_observations(&mut f.conn, &origin, &[first], NOW).unwrap();
+    events::set_enabled(&f.conn, "sessions", true).unwrap();
+    assert_eq!(f.run(Source::Sessions).sources[0].stored, 1);
+    // The page's title arrives with the next turn.
+    let mut next = build_observation(
+        "browser-ext:claude",
+        "c9",
+        Role::User,
+        "and hotels?",
+        Some(2),
+        None,
+        "2026-11-28T11:05:00Z",
+        client(),
+    );
+    next.title = Some("Trip to Lisbon".into());
+    personkit_store::ingest::ingest_observations(&mut f.conn, &origin, &[next], NOW).unwrap();
+    let title: Option<String> = f
+        .conn
+        .query_row("SELECT title FROM threads", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(title.as_deref(), Some("Trip to Lisbon"));
+    let r = f.run_at(Source::Sessions, NOW + time::Duration::minutes(15));
+    assert_eq!(
+        (r.sources[0].stored, r.sources[0].duplicate),
+        (0, 0),
+        "{r:?}"
+    );
+    assert_eq!(f.events("thread.started").len(), 1);
+}

@@ -383,6 +383,10 @@ pub struct ThreadSpan {
     pub first_at: String,
     pub last_at: String,
     pub last_seen_at: String,
+    /// Whether a `thread.started` or `session.started` event names it already.
+    pub started: bool,
+    /// The newest `session.ended` event's time, if any.
+    pub ended_at: Option<String>,
 }
 
 /// Most threads one [`thread_spans`] call answers.
@@ -403,7 +407,11 @@ pub fn thread_spans(
     let mut stmt = conn.prepare_cached(
         "SELECT t.id, t.surface, t.title, t.last_seen_at,
                 (SELECT min(coalesce(m.occurred_at, m.captured_at)) FROM messages m WHERE m.thread_id = t.id),
-                (SELECT max(coalesce(m.occurred_at, m.captured_at)) FROM messages m WHERE m.thread_id = t.id)
+                (SELECT max(coalesce(m.occurred_at, m.captured_at)) FROM messages m WHERE m.thread_id = t.id),
+                EXISTS (SELECT 1 FROM events e WHERE json_extract(e.attrs, '$.thread_id') = t.id
+                        AND e.kind IN ('thread.started', 'session.started')),
+                (SELECT max(e.occurred_at) FROM events e WHERE json_extract(e.attrs, '$.thread_id') = t.id
+                        AND e.kind = 'session.ended')
          FROM threads t
          WHERE (?1 IS NOT NULL AND t.last_seen_at >= ?1)
             OR NOT EXISTS (SELECT 1 FROM events e WHERE json_extract(e.attrs, '$.thread_id') = t.id
@@ -419,21 +427,27 @@ pub fn thread_spans(
                 r.get::<_, String>(3)?,
                 r.get::<_, Option<String>>(4)?,
                 r.get::<_, Option<String>>(5)?,
+                r.get::<_, bool>(6)?,
+                r.get::<_, Option<String>>(7)?,
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows
         .into_iter()
-        .filter_map(|(thread_id, surface, title, last_seen_at, first, last)| {
-            Some(ThreadSpan {
-                thread_id,
-                surface,
-                title,
-                first_at: first?,
-                last_at: last?,
-                last_seen_at,
-            })
-        })
+        .filter_map(
+            |(thread_id, surface, title, last_seen_at, first, last, started, ended_at)| {
+                Some(ThreadSpan {
+                    thread_id,
+                    surface,
+                    title,
+                    first_at: first?,
+                    last_at: last?,
+                    last_seen_at,
+                    started,
+                    ended_at,
+                })
+            },
+        )
         .collect())
 }
 
