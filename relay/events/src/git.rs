@@ -73,6 +73,23 @@ fn git_out(repo: &Path, args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// The commit HEAD names, or `None` in a repository without commits yet.
+fn head(repo: &Path) -> Result<Option<String>, String> {
+    let out = git(repo)
+        .args(["rev-parse", "--verify", "--quiet", "HEAD"])
+        .output()
+        .map_err(|e| format!("cannot run git ({e}): install git or disable the git source"))?;
+    if out.status.success() {
+        return Ok(Some(String::from_utf8_lossy(&out.stdout).trim().to_owned()));
+    }
+    // `--quiet` says nothing when HEAD names no commit; anything said is a real error (not a repository).
+    let err = String::from_utf8_lossy(&out.stderr);
+    match err.lines().next() {
+        None => Ok(None),
+        Some(line) => Err(line.to_owned()),
+    }
+}
+
 /// Parses one record of [`FORMAT`] followed by `--numstat` lines.
 pub fn parse_record(rec: &str) -> Option<Commit> {
     let (head, stats) = rec.split_once('\x1d')?;
@@ -230,9 +247,9 @@ fn read_repo(pass: &mut Pass<'_>, repo: &Path) -> Result<(), EventsError> {
         pass.problem(format!("{shown}: not found"));
         return Ok(());
     }
-    let head = match git_out(repo, &["rev-parse", "--verify", "--quiet", "HEAD"]) {
-        Ok(h) => h,
-        Err(e) if e == "git failed" => return Ok(()), // no commit yet
+    let head = match head(repo) {
+        Ok(Some(h)) => h,
+        Ok(None) => return Ok(()),
         Err(e) => {
             pass.problem(format!("{shown}: {e}"));
             return Ok(());
