@@ -52,6 +52,31 @@ pub fn message_id(thread_id: &Uuid, content_hash: &str) -> Uuid {
     Uuid::new_v5(&message_namespace(), name.as_bytes())
 }
 
+/// An event's content hash: lowercase hex of sha256(kind ‖ 0x1E ‖ key ‖ 0x1E ‖ content). `key` is what tells two
+/// events with the same words apart (a commit's repository and sha, a file's path, a thread's id); the same hash
+/// in the same minute bucket is one event.
+pub fn event_content_hash(kind: &str, key: &str, content: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(kind.as_bytes());
+    hasher.update([RECORD_SEPARATOR]);
+    hasher.update(key.as_bytes());
+    hasher.update([RECORD_SEPARATOR]);
+    hasher.update(content.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// The minute bucket of a time in milliseconds since the Unix epoch (whole minutes, rounded down).
+pub fn minute_bucket(ms: i64) -> i64 {
+    ms.div_euclid(60_000)
+}
+
+/// An event's content-derived id: `ev_` and the first 32 hex digits of sha256("<content_hash>|<minute_bucket>"),
+/// so two relays that record the same event give it the same id.
+pub fn event_id(content_hash: &str, minute_bucket: i64) -> String {
+    let d = Sha256::digest(format!("{content_hash}|{minute_bucket}").as_bytes());
+    format!("ev_{}", &hex::encode(d)[..32])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +137,23 @@ mod tests {
             prop_assert_eq!(a, thread_id(&surface, &conv));
             prop_assert_eq!(a.get_version_num(), 5);
         }
+    }
+
+    #[test]
+    fn event_hashes_tell_kinds_keys_and_minutes_apart() {
+        let h = event_content_hash("git.commit", "repo@abc", "fix");
+        assert_eq!(h, event_content_hash("git.commit", "repo@abc", "fix"));
+        assert_ne!(h, event_content_hash("git.commit", "repo@abd", "fix"));
+        assert_ne!(h, event_content_hash("plan.updated", "repo@abc", "fix"));
+        // The separator keeps key and content apart.
+        assert_ne!(
+            event_content_hash("k", "a", "bc"),
+            event_content_hash("k", "ab", "c")
+        );
+        assert_eq!(minute_bucket(59_999), 0);
+        assert_eq!(minute_bucket(60_000), 1);
+        assert_eq!(minute_bucket(-1), -1);
+        assert_ne!(event_id(&h, 1), event_id(&h, 2));
+        assert!(event_id(&h, 1).starts_with("ev_") && event_id(&h, 1).len() == 35);
     }
 }

@@ -65,6 +65,10 @@ pub enum Command {
     /// Read the transcripts of local AI tools (Claude Code, Codex CLI, Gemini CLI, Aider, Continue), each
     /// opt-in: `harvest list`, `harvest enable <name>`, `harvest --once`.
     Harvest(cmd::harvest::HarvestArgs),
+    /// What you did — commits, plans, task lists, memory files, AI-tool config, reading list, screenshots,
+    /// sessions — each source opt-in: `events sources`, `events enable git`, `events harvest`, `events list`.
+    #[command(subcommand)]
+    Events(cmd::events::EventsCommand),
     /// What the knowledge pipeline drew from the turns, and your decisions on it: `knowledge run --once`,
     /// `knowledge list`, `knowledge approve <id>`, `knowledge reject <id>`, `knowledge audit`.
     #[command(subcommand)]
@@ -154,6 +158,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import(a) => cmd::import::run(a),
         Command::Sync(c) => cmd::sync::run(c),
         Command::Harvest(a) => cmd::harvest::run(a),
+        Command::Events(c) => cmd::events::run(c),
         Command::Knowledge(c) => cmd::knowledge::run(c),
         Command::Distill(a) => cmd::memory::distill(a),
         Command::Memory(c) => cmd::memory::run(c),

@@ -204,6 +204,108 @@ fn harvest_pass(path: &Path, schedule: &HarvestSchedule, clock: &personkit_store
     }
 }
 
+/// What `serve`'s events job reads (`personkit_events`): the home folder, the tools' path variables
+/// (`personkit_events::ENV`), the user's redaction patterns, and how often it looks for due sources. Which
+/// sources run, and when, is read from the corpus at each look: an enabled source runs once its cadence has
+/// passed since its last run.
+#[derive(Debug, Clone)]
+pub struct EventsSchedule {
+    pub check_every: Duration,
+    pub home: std::path::PathBuf,
+    pub env: std::collections::BTreeMap<String, String>,
+    pub patterns: Vec<String>,
+}
+
+/// The running events job; [`EventsJob::stop`] ends it between passes.
+#[derive(Debug)]
+pub struct EventsJob {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl EventsJob {
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Starts the events job: at start and every `schedule.check_every`, the due sources run, on one connection of
+/// its own (short transactions beside ingest). Logs counts and problems (file, line or repository), never
+/// content.
+pub fn start_events(
+    db_path: &Path,
+    schedule: EventsSchedule,
+    clock: personkit_store::clock::Clock,
+) -> std::io::Result<EventsJob> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let path = db_path.to_path_buf();
+    let thread = std::thread::Builder::new()
+        .name("events".into())
+        .spawn(move || {
+            let mut conn: Option<personkit_store::Connection> = None;
+            loop {
+                conn = events_pass(conn, &path, &schedule, &clock);
+                match rx.recv_timeout(schedule.check_every) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+            }
+        })?;
+    Ok(EventsJob { stop: tx, thread })
+}
+
+fn events_pass(
+    conn: Option<personkit_store::Connection>,
+    path: &Path,
+    schedule: &EventsSchedule,
+    clock: &personkit_store::clock::Clock,
+) -> Option<personkit_store::Connection> {
+    let conn = match conn {
+        Some(c) => c,
+        None => match personkit_store::db::open(path) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "events: cannot open the corpus");
+                return None;
+            }
+        },
+    };
+    let now = clock.now();
+    let due = match personkit_events::due(&conn, now) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(error = %e, "events: cannot read its settings");
+            return Some(conn);
+        }
+    };
+    if due.is_empty() {
+        return Some(conn);
+    }
+    let mut config = personkit_events::Config::new(schedule.home.clone());
+    config.env.clone_from(&schedule.env);
+    config.patterns.clone_from(&schedule.patterns);
+    if let Err(e) = config.load(&conn) {
+        tracing::warn!(error = %e, "events: cannot read its settings");
+        return Some(conn);
+    }
+    match personkit_events::run(&conn, &config, &due, now, &mut |_| {}) {
+        Ok(report) => {
+            for s in &report.sources {
+                tracing::info!(
+                    source = %s.source, read = s.read, stored = s.stored, duplicate = s.duplicate,
+                    rejected = s.rejected, problems = s.problems.len(), "events pass"
+                );
+                for p in &s.problems {
+                    tracing::warn!(source = %s.source, problem = %p, "events");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "events pass failed; it runs again at the next look"),
+    }
+    Some(conn)
+}
+
 /// The `[knowledge]` settings from the config file the `[llm]` settings come from (defaults when there is none or
 /// it cannot be read: a broken file is reported by `corpus health` and `knowledge run`).
 pub fn knowledge_settings(db_path: &Path) -> personkit_knowledge::Settings {

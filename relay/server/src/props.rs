@@ -270,6 +270,46 @@ fn no_query_string_answers_5xx() {
         .unwrap();
 }
 
+#[test]
+fn no_events_query_answers_5xx() {
+    let rt = runtime();
+    let h: Harness = rt.block_on(async { harness() });
+    let token = rt.block_on(h.pair());
+    let names = [
+        "kind", "source", "thread", "since", "until", "limit", "cursor",
+    ];
+    let strategy = prop::collection::vec((0..names.len(), param_value()), 0..5);
+    let mut runner = TestRunner::new(Config {
+        cases: 200,
+        ..Config::default()
+    });
+    runner
+        .run(&strategy, |params| {
+            let mut seen = std::collections::HashSet::new();
+            let qs: Vec<String> = params
+                .iter()
+                .filter(|(i, _)| seen.insert(*i))
+                .map(|(i, v)| format!("{}={}", names[*i], encode(v)))
+                .collect();
+            let path = format!("/v1/events?{}", qs.join("&"));
+            let r = rt.block_on(h.get(&path, Some(&token)));
+            prop_assert!(
+                !r.status.is_server_error(),
+                "{path}: {} {}",
+                r.status,
+                r.body
+            );
+            if r.status != StatusCode::OK {
+                prop_assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}: {}", path, r.body);
+                prop_assert_eq!(&r.body["code"], "bad_query");
+                prop_assert!(r.body["hint"].is_string());
+            }
+            Ok(())
+        })
+        .map_err(|e| TestCaseError::fail(e.to_string()))
+        .unwrap();
+}
+
 /// Percent-encodes every byte outside the unreserved set.
 fn encode(s: &str) -> String {
     s.bytes()

@@ -33,6 +33,8 @@ pub struct ServeConfig {
     pub sync_interval: std::time::Duration,
     /// Harvest the enabled local AI-tool sources on this schedule (`None`: never).
     pub harvest: Option<jobs::HarvestSchedule>,
+    /// Run the enabled event sources on their cadences, looking for due ones on this schedule (`None`: never).
+    pub events: Option<jobs::EventsSchedule>,
     /// This machine's offset from UTC (read before any thread starts): the daily knowledge pass runs in local time.
     pub local_offset: time::UtcOffset,
 }
@@ -151,6 +153,13 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let events_job = match config.events.clone() {
+        Some(e) => Some(
+            jobs::start_events(&config.db_path, e, clock.clone())
+                .context("cannot start the events job")?,
+        ),
+        None => None,
+    };
     let knowledge_job = jobs::start_knowledge(&config.db_path, clock.clone(), config.local_offset)
         .context("cannot start the knowledge job")?;
     let memory_job = jobs::start_memory(
@@ -212,6 +221,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
     if let Some(h) = harvest_job {
         tokio::task::spawn_blocking(move || h.stop()).await?;
+    }
+    if let Some(e) = events_job {
+        tokio::task::spawn_blocking(move || e.stop()).await?;
     }
     if let Some(k) = knowledge_job {
         tokio::task::spawn_blocking(move || k.stop()).await?;

@@ -7,7 +7,8 @@
 //! `persona_observations`, is a view of the messages and goes with them); a thread left with no turns goes too. Each
 //! message leaves a tombstone — its content-derived id, no content — in `forgotten_messages`, and ingest answers a
 //! forgotten turn as a duplicate without storing it, so a replayed queue or a re-import never brings it back.
-//! `forget_log` records which threads changed, for the read API's change feed. The writer connection runs with
+//! The events derived from a thread with a forgotten turn (sessions, thread starts: `attrs.thread_id`) go in the
+//! same transaction, with their full-text rows and vectors. `forget_log` records which threads changed, for the read API's change feed. The writer connection runs with
 //! `secure_delete` on while it forgets, so freed pages are zeroed rather than left in the file.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -168,6 +169,7 @@ pub(crate) fn remove_selected(
     forget_other_names(tx, &now_s)?;
     crate::knowledge::forget_selected(tx)?;
     crate::memory::forget_selected(tx, &now_s)?;
+    crate::events::forget_selected(tx)?;
     // Cached embeddings of these texts, unless another row still uses the same text.
     tx.execute(
         "DELETE FROM embeddings WHERE text_hash IN (
@@ -278,6 +280,7 @@ pub(crate) fn optimize_fts(tx: &rusqlite::Transaction<'_>) -> Result<(), DbError
         "INSERT INTO knowledge_fts(knowledge_fts) VALUES ('optimize')",
         [],
     )?;
+    tx.execute("INSERT INTO events_fts(events_fts) VALUES ('optimize')", [])?;
     Ok(())
 }
 
@@ -741,5 +744,72 @@ mod tests {
             5,
             "preview changes nothing"
         );
+    }
+
+    #[test]
+    fn a_forgotten_threads_events_go_and_others_stay() {
+        let (_d, mut conn, batch) = corpus();
+        let (a, b) = (batch[0].thread_id.clone(), batch[3].thread_id.clone());
+        let ev = |thread: &str, kind: &str| crate::events::NewEvent {
+            kind: kind.into(),
+            source_surface: "browser-ext:chatgpt".into(),
+            content: format!("{kind} of {thread}"),
+            key: thread.into(),
+            occurred_at: NOW,
+            attrs: serde_json::json!({"thread_id": thread}),
+        };
+        let unrelated = crate::events::NewEvent {
+            attrs: serde_json::json!({"repo": "kite"}),
+            key: "kite@1".into(),
+            ..ev("", "git.commit")
+        };
+        crate::events::insert_batch(
+            &conn,
+            &[
+                ev(&a, "thread.started"),
+                ev(&a, "session.ended"),
+                ev(&b, "thread.started"),
+                unrelated,
+            ],
+            NOW,
+        )
+        .unwrap();
+        let pk: i64 = conn
+            .query_row("SELECT min(pk) FROM events", [], |r| r.get(0))
+            .unwrap();
+        conn.execute(
+            "INSERT INTO search_vec_state(kind, pk, text_hash, model_key, dim) VALUES ('event', ?1, 'h', 'm', 384)",
+            [pk],
+        )
+        .unwrap();
+        forget(&mut conn, &Selection::thread(&a), NOW).unwrap();
+        let left: Vec<String> = conn
+            .prepare("SELECT kind || ':' || coalesce(json_extract(attrs, '$.thread_id'), '-') FROM events ORDER BY pk")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            left,
+            vec![format!("thread.started:{b}"), "git.commit:-".to_owned()]
+        );
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT count(*) FROM events_fts WHERE events_fts MATCH 'session'"
+            ),
+            0
+        );
+        assert_eq!(
+            count(
+                &conn,
+                "SELECT count(*) FROM search_vec_state WHERE kind = 'event'"
+            ),
+            0
+        );
+        assert_eq!(count(&conn, "SELECT count(*) FROM events_forgetting"), 0);
+        // And the rest stays append-only.
+        assert!(conn.execute("DELETE FROM events", []).is_err());
     }
 }

@@ -22,6 +22,7 @@ pub mod budget;
 pub mod bulk;
 pub mod clock;
 pub mod db;
+pub mod events;
 pub mod foreign;
 pub mod forget;
 pub mod harvest;

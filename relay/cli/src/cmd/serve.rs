@@ -72,6 +72,15 @@ pub struct ServeArgs {
         value_name = "SECS"
     )]
     pub harvest_interval: u64,
+    /// Seconds between looks for event sources whose cadence has passed (`personkit events sources`); 0 turns
+    /// the events job off.
+    #[arg(
+        long,
+        env = "PERSONKIT_EVENTS_CHECK",
+        default_value_t = 60,
+        value_name = "SECS"
+    )]
+    pub events_check: u64,
     /// The home folder the harvest sources' default paths are under [default: $HOME].
     #[arg(long, env = "PERSONKIT_HARVEST_HOME", value_name = "DIR")]
     pub harvest_home: Option<std::path::PathBuf>,
@@ -128,8 +137,23 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             env: c.env,
         })
     };
+    let events = if a.events_check == 0 {
+        None
+    } else {
+        let home = crate::cmd::harvest::HomeArg {
+            home: a.harvest_home.clone(),
+        };
+        let c = crate::cmd::events::config(&home, Vec::new())?;
+        Some(personkit_server::jobs::EventsSchedule {
+            check_every: std::time::Duration::from_secs(a.events_check),
+            home: c.home,
+            env: c.env,
+            patterns: crate::cmd::import::load_patterns(a.patterns.as_deref())?,
+        })
+    };
     let config = ServeConfig {
         harvest,
+        events,
         // Read while this process has one thread: the time crate refuses it later.
         local_offset: time::UtcOffset::current_local_offset().unwrap_or(time::UtcOffset::UTC),
         db_path: a.db.path(),

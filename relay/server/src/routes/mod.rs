@@ -4,6 +4,7 @@
 //! **API boundary:** routes and bodies are the contract in `docs/wire-format.md`; the extension, importers and
 //! other relays code against them.
 
+mod events;
 mod forget;
 mod health;
 mod mcp;
@@ -76,6 +77,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/messages/{id}", get(read::get_message))
         .route("/v1/changes", get(read::get_changes))
         .route("/v1/today", get(read::get_today))
+        .route("/v1/events", get(events::list_events))
         .route("/v1/me/dashboard-link", post(read::post_dashboard_link))
         .route("/v1/distill/status", get(memory::get_distill_status))
         .route("/v1/distill/{tier}", post(memory::post_distill))
