@@ -422,6 +422,7 @@ impl Personkit {
                     since: bound(a.since.as_deref(), now, "since")?,
                     until: bound(a.until.as_deref(), now, "until")?,
                     words: a.words,
+                    tier: None,
                 };
                 Ok(read::list_threads(
                     conn,
