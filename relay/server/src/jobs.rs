@@ -421,3 +421,58 @@ fn memory_tick(
     }
     Ok(())
 }
+
+/// The running heat job; [`HeatJob::stop`] ends it (a pass in progress finishes first).
+#[derive(Debug)]
+pub struct HeatJob {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl HeatJob {
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// How often the heat job looks at the clock.
+pub const HEAT_TICK: Duration = Duration::from_secs(60);
+
+/// Starts the heat job: every `tick` it asks whether the recompute is due (`personkit_heat::RECOMPUTE_EVERY`
+/// since the last one, which the corpus remembers) and runs it, so a relay that was stopped catches up at its
+/// first tick, which comes at once. One connection for the job's life, opened again after a failure. Logs
+/// counts, never ids.
+pub fn start_heat(
+    db_path: &Path,
+    clock: personkit_store::clock::Clock,
+    tick: Duration,
+) -> std::io::Result<HeatJob> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let path = db_path.to_path_buf();
+    let thread = std::thread::Builder::new()
+        .name("heat".into())
+        .spawn(move || {
+            let mut conn = None;
+            loop {
+                if conn.is_none() {
+                    conn = personkit_store::db::open(&path).ok();
+                }
+                if let Some(c) = &conn {
+                    match personkit_heat::run_if_due(c, clock.now()) {
+                        Ok(Some(n)) => tracing::info!(records = n, "heat recomputed"),
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "heat recompute failed; it is tried again at the next tick");
+                            conn = None;
+                        }
+                    }
+                }
+                match rx.recv_timeout(tick) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+            }
+        })?;
+    Ok(HeatJob { stop: tx, thread })
+}

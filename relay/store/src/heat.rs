@@ -195,6 +195,8 @@ fn access_in(
         .query_row(params![kind.as_str(), id, at_s], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })?;
+    // Computed at the stored (millisecond) precision, so a record is scored at its last access exactly.
+    let at = parse_time(&at_s).unwrap_or(at);
     let last_t = parse_time(&last).unwrap_or(at);
     let now = last_t.max(at);
     store_scored(

@@ -4,6 +4,7 @@ pub mod archive;
 pub mod corpus;
 pub mod devices;
 pub mod harvest;
+pub mod heat;
 pub mod import;
 pub mod knowledge;
 pub mod mcp;
