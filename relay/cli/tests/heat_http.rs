@@ -123,10 +123,10 @@ fn uses_heat_threads_and_tiers_filter_the_listings() {
 
     // The read API and the dashboard list by tier.
     let hot = relay.http.get("/v1/threads?tier=hot", Some(&token)).json();
-    assert_eq!(ids(&hot), [often.clone()]);
+    assert_eq!(ids(&hot), [often.as_str()]);
     assert_eq!(hot["page"]["total"], 1);
     let cold = relay.http.get("/v1/threads?tier=cold", Some(&token)).json();
-    assert_eq!(ids(&cold), [seldom.clone()]);
+    assert_eq!(ids(&cold), [seldom.as_str()]);
     assert!(ids(&relay.http.get("/v1/threads?tier=warm", Some(&token)).json()).is_empty());
     let bad = relay.http.get("/v1/threads?tier=boiling", Some(&token));
     bad.assert_error(400, "bad_query");

@@ -476,3 +476,52 @@ pub fn start_heat(
         })?;
     Ok(HeatJob { stop: tx, thread })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod heat_job_tests {
+    use super::*;
+    use personkit_store::clock::Clock;
+    use personkit_store::heat::{self as rows, Kind, Tier};
+
+    /// Waits (at most 20 s) until the job has recomputed at `at`; the job runs on its own thread.
+    fn recomputed_at(db: &Path, at: time::OffsetDateTime) -> bool {
+        let conn = personkit_store::db::open(db).unwrap();
+        for _ in 0..2_000 {
+            if rows::last_recompute(&conn).unwrap() == Some(at) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// The job catches up at start, then computes again once six hours have passed on the clock, and cools what
+    /// was not used since.
+    #[test]
+    fn the_heat_job_catches_up_at_start_and_runs_every_six_hours() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("corpus.db");
+        let clock = Clock::manual(time::macros::datetime!(2026-11-01 09:00 UTC));
+        {
+            let conn = personkit_store::db::open(&db).unwrap();
+            for _ in 0..7 {
+                personkit_heat::record_access(&conn, "thread", "t", clock.now()).unwrap();
+            }
+        }
+        let job = start_heat(&db, clock.clone(), Duration::from_millis(5)).unwrap();
+        assert!(recomputed_at(&db, clock.now()), "no pass at start");
+        clock.advance(personkit_heat::RECOMPUTE_EVERY);
+        assert!(recomputed_at(&db, clock.now()), "no pass six hours later");
+        job.stop();
+        let conn = personkit_store::db::open(&db).unwrap();
+        let r = rows::get(&conn, Kind::Thread, "t").unwrap().unwrap();
+        assert_eq!(r.computed_at, "2026-11-01T15:00:00.000Z");
+        assert_eq!(
+            r.tier,
+            Tier::Warm,
+            "six hours took it below 0.7: {}",
+            r.heat
+        );
+    }
+}
