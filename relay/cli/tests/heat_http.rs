@@ -101,9 +101,9 @@ fn uses_heat_threads_and_tiers_filter_the_listings() {
     );
     assert_eq!(bad_from.status, 400);
     let bearer = format!("Bearer {token}");
-    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "get_thread", "arguments": {"thread_id": often}}});
-    for _ in 0..2 {
+    let mcp = |tool: &str, arguments: Value| -> Value {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
         let r = relay.http.post_with(
             "/mcp",
             &[
@@ -114,7 +114,11 @@ fn uses_heat_threads_and_tiers_filter_the_listings() {
             call.to_string().as_bytes(),
         );
         assert_eq!(r.status, 200, "{}", r.body);
-        assert!(r.body.contains("toast the cumin"), "{}", r.body);
+        r.json()["result"].clone()
+    };
+    for _ in 0..2 {
+        let r = mcp("get_thread", json!({"thread_id": often}));
+        assert!(r.to_string().contains("toast the cumin"), "{r}");
     }
     let rows = heat_rows(&relay);
     assert_eq!(row(&rows, &often)["accesses"], 8, "{rows:?}");
@@ -128,6 +132,17 @@ fn uses_heat_threads_and_tiers_filter_the_listings() {
     let cold = relay.http.get("/v1/threads?tier=cold", Some(&token)).json();
     assert_eq!(ids(&cold), [seldom.as_str()]);
     assert!(ids(&relay.http.get("/v1/threads?tier=warm", Some(&token)).json()).is_empty());
+    let listed = mcp("list_threads", json!({"tier": "hot"})).to_string();
+    assert!(
+        listed.contains(&often) && !listed.contains(&seldom),
+        "{listed}"
+    );
+    let refused = mcp("list_threads", json!({"tier": "boiling"}));
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused.to_string().contains("hot, warm or cold"),
+        "{refused}"
+    );
     let bad = relay.http.get("/v1/threads?tier=boiling", Some(&token));
     bad.assert_error(400, "bad_query");
     assert!(bad.json()["hint"].as_str().unwrap().contains("tier="));

@@ -67,6 +67,8 @@ pub struct ListThreadsArgs {
     pub until: Option<String>,
     /// Words that must all occur in the title or in one turn.
     pub words: Option<String>,
+    /// hot, warm or cold: how much the user used the thread lately (opened, read by an agent, new turns).
+    pub tier: Option<String>,
     /// Threads per page, 1-200 (default 20).
     pub limit: Option<u32>,
     /// next_cursor of the previous page.
@@ -422,7 +424,20 @@ impl Personkit {
                     since: bound(a.since.as_deref(), now, "since")?,
                     until: bound(a.until.as_deref(), now, "until")?,
                     words: a.words,
-                    tier: None,
+                    tier: a
+                        .tier
+                        .as_deref()
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(|t| {
+                            personkit_heat::Tier::parse(t).ok_or_else(|| {
+                                Fail::Caller(format!(
+                                    "tier: {:?} is not a tier; use hot, warm or cold",
+                                    personkit_shared::wire::quote_safely(t, 40)
+                                ))
+                            })
+                        })
+                        .transpose()?,
                 };
                 Ok(read::list_threads(
                     conn,
