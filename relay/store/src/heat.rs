@@ -158,7 +158,7 @@ pub fn record_access(
 }
 
 /// [`record_access`] for several records at once (a batch of turns touching a few threads): one access each,
-/// in one transaction.
+/// in one transaction (the caller's, when one is open).
 pub fn record_accesses(
     conn: &Connection,
     kind: Kind,
@@ -167,6 +167,12 @@ pub fn record_accesses(
     rule: &dyn Rule,
 ) -> Result<(), DbError> {
     if ids.is_empty() {
+        return Ok(());
+    }
+    if !conn.is_autocommit() {
+        for id in ids {
+            access_in(conn, kind, id, at, rule)?;
+        }
         return Ok(());
     }
     let tx = conn.unchecked_transaction()?;
