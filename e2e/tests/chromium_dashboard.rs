@@ -340,7 +340,7 @@ fn library_sign_in_browse_search_popup_link_and_forget() {
     assert!(s.wait_landed(&short, LAND_TIMEOUT).unwrap().is_empty());
     let short_id = short.thread_ids()[0].clone();
     dash.navigate(&format!("{base}/search?q=Canberra")).unwrap();
-    let hit = format!("a[href^=\"/threads/{short_id}#turn-\"]");
+    let hit = format!("a[href^=\"/threads/{short_id}?from=search#turn-\"]");
     assert_eq!(
         dash.eval(&format!("!!document.querySelector('{hit}')"))
             .unwrap(),

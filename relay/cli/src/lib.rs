@@ -84,6 +84,9 @@ pub enum Command {
     Profile(cmd::memory::ProfileCommand),
     /// Print what an agent loads (`--tier 1..4`), for pasting into a CLAUDE.md or AGENTS.md.
     Context(cmd::memory::ContextArgs),
+    /// How much each thread was used lately: `heat list --tier hot`, `heat recompute`.
+    #[command(subcommand)]
+    Heat(cmd::heat::HeatCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -164,6 +167,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Memory(c) => cmd::memory::run(c),
         Command::Profile(c) => cmd::memory::profile_cmd(c),
         Command::Context(a) => cmd::memory::context_cmd(a),
+        Command::Heat(c) => cmd::heat::run(c),
         Command::Corpus(CorpusCommand::Snapshot(a)) => archive::snapshot(a),
         Command::Corpus(CorpusCommand::Restore(a)) => archive::restore(a),
     }

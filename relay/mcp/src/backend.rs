@@ -60,6 +60,37 @@ pub struct Backend {
     pub profile_path: std::path::PathBuf,
     /// Where the day begins for `get_context`'s today (read at start: the process's local offset).
     pub local: time::UtcOffset,
+    /// Where a thread read with `get_thread` counts as a use for heat; `None`: not counted.
+    pub uses: Option<Uses>,
+}
+
+/// Counts threads read by agents as uses (`personkit_heat`) through the server's writer. `personkit mcp` over
+/// stdio reads on a read-only connection and counts nothing.
+#[derive(Debug, Clone)]
+pub struct Uses {
+    db: Arc<Db>,
+}
+
+impl Uses {
+    /// Over an open writer.
+    pub fn over(db: Arc<Db>) -> Uses {
+        Uses { db }
+    }
+
+    /// One use of `thread_id` at `at`. A failure is logged, never the caller's: the read it follows succeeded.
+    pub(crate) async fn thread_read(&self, thread_id: String, at: time::OffsetDateTime) {
+        let db = self.db.clone();
+        let done = tokio::task::spawn_blocking(move || -> Result<(), String> {
+            db.write(|c| personkit_heat::record_access(c, "thread", &thread_id, at))
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        match done {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "get_thread: the use was not counted"),
+            Err(e) => tracing::warn!(error = %e, "get_thread: the use was not counted"),
+        }
+    }
 }
 
 /// A failed read, as the tools report it.
@@ -86,7 +117,14 @@ impl Backend {
             proposals: None,
             profile_path: personkit_memory::profile::path(),
             local: time::UtcOffset::UTC,
+            uses: None,
         }
+    }
+
+    /// Counts threads read with `get_thread` as uses through `u`.
+    pub fn with_uses(mut self, u: Uses) -> Backend {
+        self.uses = Some(u);
+        self
     }
 
     /// Reads the profile at `path` and cuts days at `local`.

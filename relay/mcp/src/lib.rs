@@ -27,7 +27,7 @@ use std::sync::Arc;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-pub use backend::{Backend, ReadAccess, SingleReader};
+pub use backend::{Backend, ReadAccess, SingleReader, Uses};
 pub use knowledge::{Caller, Proposals};
 pub use tools::Personkit;
 

@@ -67,6 +67,8 @@ pub struct ListThreadsArgs {
     pub until: Option<String>,
     /// Words that must all occur in the title or in one turn.
     pub words: Option<String>,
+    /// hot, warm or cold: how much the user used the thread lately (opened, read by an agent, new turns).
+    pub tier: Option<String>,
     /// Threads per page, 1-200 (default 20).
     pub limit: Option<u32>,
     /// next_cursor of the previous page.
@@ -422,6 +424,20 @@ impl Personkit {
                     since: bound(a.since.as_deref(), now, "since")?,
                     until: bound(a.until.as_deref(), now, "until")?,
                     words: a.words,
+                    tier: a
+                        .tier
+                        .as_deref()
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(|t| {
+                            personkit_heat::Tier::parse(t).ok_or_else(|| {
+                                Fail::Caller(format!(
+                                    "tier: {:?} is not a tier; use hot, warm or cold",
+                                    personkit_shared::wire::quote_safely(t, 40)
+                                ))
+                            })
+                        })
+                        .transpose()?,
                 };
                 Ok(read::list_threads(
                     conn,
@@ -496,6 +512,10 @@ impl Personkit {
             })
             .await
             .map_err(|f| fail("get_thread", f))?;
+        if let Some(u) = &self.backend.uses {
+            u.thread_read(d.thread.id.clone(), self.backend.clock.now())
+                .await;
+        }
         // Long contents are cut to a share of the budget first (at least 1000 characters each).
         let per_turn = (max / 4).max(1_000);
         let mut cut_any = false;

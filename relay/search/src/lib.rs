@@ -173,6 +173,9 @@ pub struct Query {
     /// match, ranked by how well their entry matched. The entries themselves come back in
     /// [`QueryResult::knowledge`].
     pub knowledge: f64,
+    /// Heat as a tiebreaker after fusion (`personkit_heat::tiebreak`: a score × at most 1.1 for the hottest
+    /// thread or event); off, the order is relevance alone.
+    pub heat: bool,
 }
 
 impl Query {
@@ -199,6 +202,7 @@ impl Query {
             dates: DATES,
             when: WHEN,
             knowledge: KNOWLEDGE,
+            heat: true,
         }
     }
 }
@@ -964,6 +968,11 @@ fn run<R: SearchReader + ?Sized>(
     } else {
         fused
     };
+    let fused = if q.heat {
+        with_heat(&mut ctx, fused)?
+    } else {
+        fused
+    };
     let mut hits = Vec::new();
     for f in fused.into_iter().take(q.k) {
         let Some(m) = ctx.load(f.key)? else { continue };
@@ -1118,6 +1127,69 @@ fn with_context<R: SearchReader + ?Sized>(
                     via: vec![(Signal::Context, via)],
                 });
             }
+        }
+    }
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
+    Ok(fused)
+}
+
+/// The most fused results heat is read for.
+pub const HEAT_CANDIDATES: usize = 1_000;
+
+/// Heat after fusion: each result's score × `(1 + 0.1 · heat)` of its thread (a message) or itself (an event),
+/// then sorted again. Heat is not relevance: it can lift a result past another only when that one scored less
+/// than 10 % more. So only results within 10 % of the k-th score can change places with the first k, and heat
+/// is read only for those (at most [`HEAT_CANDIDATES`]), in one bounded read per kind. Scores at or below zero are
+/// left as they are.
+fn with_heat<R: SearchReader + ?Sized>(
+    ctx: &mut Ctx<'_, R>,
+    mut fused: Vec<fusion::Fused<Key>>,
+) -> Result<Vec<fusion::Fused<Key>>, SearchError> {
+    let Some(kth) = fused.get(ctx.q.k.min(fused.len()).saturating_sub(1)) else {
+        return Ok(fused);
+    };
+    let floor = kth.score / (1.0 + personkit_heat::MAX_BOOST);
+    let n = fused
+        .iter()
+        .take(HEAT_CANDIDATES)
+        .take_while(|f| f.score > 0.0 && f.score >= floor)
+        .count();
+    let mut owner: Vec<Option<(personkit_heat::Kind, String)>> = Vec::with_capacity(n);
+    for f in &fused[..n] {
+        let kind = kind_of(f.key);
+        owner.push(ctx.load(f.key)?.and_then(|m| {
+            match kind {
+                Kind::Message => m
+                    .thread_id
+                    .clone()
+                    .map(|t| (personkit_heat::Kind::Thread, t)),
+                Kind::Event => Some((personkit_heat::Kind::Event, m.id.clone())),
+            }
+        }));
+    }
+    let mut heat: HashMap<(personkit_heat::Kind, String), f64> = HashMap::new();
+    for kind in [personkit_heat::Kind::Thread, personkit_heat::Kind::Event] {
+        let mut ids: Vec<String> = owner
+            .iter()
+            .flatten()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, id)| id.clone())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.is_empty() {
+            continue;
+        }
+        for (id, h) in ctx.reader.heat_of(kind, &ids)? {
+            heat.insert((kind, id), h);
+        }
+    }
+    if heat.is_empty() {
+        return Ok(fused);
+    }
+    for (f, o) in fused.iter_mut().zip(&owner) {
+        if let Some(h) = o.as_ref().and_then(|o| heat.get(o)) {
+            f.score = personkit_heat::tiebreak(f.score, *h);
         }
     }
     fused.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));

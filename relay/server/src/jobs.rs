@@ -523,3 +523,107 @@ fn memory_tick(
     }
     Ok(())
 }
+
+/// The running heat job; [`HeatJob::stop`] ends it (a pass in progress finishes first).
+#[derive(Debug)]
+pub struct HeatJob {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl HeatJob {
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// How often the heat job looks at the clock.
+pub const HEAT_TICK: Duration = Duration::from_secs(60);
+
+/// Starts the heat job: every `tick` it asks whether the recompute is due (`personkit_heat::RECOMPUTE_EVERY`
+/// since the last one, which the corpus remembers) and runs it, so a relay that was stopped catches up at its
+/// first tick, which comes at once. One connection for the job's life, opened again after a failure. Logs
+/// counts, never ids.
+pub fn start_heat(
+    db_path: &Path,
+    clock: personkit_store::clock::Clock,
+    tick: Duration,
+) -> std::io::Result<HeatJob> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let path = db_path.to_path_buf();
+    let thread = std::thread::Builder::new()
+        .name("heat".into())
+        .spawn(move || {
+            let mut conn = None;
+            loop {
+                if conn.is_none() {
+                    conn = personkit_store::db::open(&path).ok();
+                }
+                if let Some(c) = &conn {
+                    match personkit_heat::run_if_due(c, clock.now()) {
+                        Ok(Some(n)) => tracing::info!(records = n, "heat recomputed"),
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "heat recompute failed; it is tried again at the next tick");
+                            conn = None;
+                        }
+                    }
+                }
+                match rx.recv_timeout(tick) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+            }
+        })?;
+    Ok(HeatJob { stop: tx, thread })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod heat_job_tests {
+    use super::*;
+    use personkit_store::clock::Clock;
+    use personkit_store::heat::{self as rows, Kind, Tier};
+
+    /// Waits (at most 20 s) until the job has recomputed at `at`; the job runs on its own thread.
+    fn recomputed_at(db: &Path, at: time::OffsetDateTime) -> bool {
+        let conn = personkit_store::db::open(db).unwrap();
+        for _ in 0..2_000 {
+            if rows::last_recompute(&conn).unwrap() == Some(at) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// The job catches up at start, then computes again once six hours have passed on the clock, and cools what
+    /// was not used since.
+    #[test]
+    fn the_heat_job_catches_up_at_start_and_runs_every_six_hours() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("corpus.db");
+        let clock = Clock::manual(time::macros::datetime!(2026-11-01 09:00 UTC));
+        {
+            let conn = personkit_store::db::open(&db).unwrap();
+            for _ in 0..7 {
+                personkit_heat::record_access(&conn, "thread", "t", clock.now()).unwrap();
+            }
+        }
+        let job = start_heat(&db, clock.clone(), Duration::from_millis(5)).unwrap();
+        assert!(recomputed_at(&db, clock.now()), "no pass at start");
+        clock.advance(personkit_heat::RECOMPUTE_EVERY);
+        assert!(recomputed_at(&db, clock.now()), "no pass six hours later");
+        job.stop();
+        let conn = personkit_store::db::open(&db).unwrap();
+        let r = rows::get(&conn, Kind::Thread, "t").unwrap().unwrap();
+        assert_eq!(r.computed_at, "2026-11-01T15:00:00.000Z");
+        assert_eq!(
+            r.tier,
+            Tier::Warm,
+            "six hours took it below 0.7: {}",
+            r.heat
+        );
+    }
+}

@@ -169,6 +169,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         state.memory_busy.clone(),
     )
     .context("cannot start the memory job")?;
+    let heat_job = jobs::start_heat(&config.db_path, clock.clone(), jobs::HEAT_TICK)
+        .context("cannot start the heat job")?;
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot listen on {addr}; is another relay running? try --addr 127.0.0.1:0")
     })?;
@@ -229,6 +231,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         tokio::task::spawn_blocking(move || k.stop()).await?;
     }
     tokio::task::spawn_blocking(move || memory_job.stop()).await?;
+    tokio::task::spawn_blocking(move || heat_job.stop()).await?;
     tracing::info!("relay stopped");
     Ok(())
 }

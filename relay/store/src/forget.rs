@@ -240,6 +240,7 @@ pub(crate) fn remove_selected(
         match left {
             None => {
                 tx.execute("DELETE FROM threads WHERE id = ?1", [thread_id])?;
+                crate::heat::forget_thread(tx, thread_id)?;
                 counts.whole_threads += 1;
             }
             Some((first, last)) => {

@@ -1,7 +1,7 @@
 //! `personkit-store` is the corpus: one SQLite file (WAL, `synchronous=FULL`, FTS5, sqlite-vec) and every query the
 //! relay runs on it. It opens and migrates the file ([`db`], [`migrations`]), stores batches of observations
 //! ([`ingest`], [`pending`]), keeps devices, tokens and sign-in links ([`auth`], [`signin`]), bounds every read in
-//! time ([`budget`]), reports capture health ([`health`]), forgets for good ([`forget`]), remembers what the
+//! time ([`budget`]), reports capture health ([`health`]), keeps how much each record is used ([`heat`]), forgets for good ([`forget`]), remembers what the
 //! harvesters read ([`harvest`]) and reads the SQLite files of the tools they harvest ([`foreign`]), holds sync's
 //! and snapshots' rows ([`sync`], [`archive`]), orders a thread's turns ([`order`]), serves every reader of threads
 //! and messages ([`read`]), keeps vectors ([`vectors`]) and answers the reads hybrid search needs ([`retrieval`]).
@@ -27,6 +27,7 @@ pub mod foreign;
 pub mod forget;
 pub mod harvest;
 pub mod health;
+pub mod heat;
 pub mod ingest;
 pub mod knowledge;
 pub mod memory;

@@ -52,6 +52,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(22, "0022_memory"),
     migration!(23, "0023_memory_sync"),
     migration!(24, "0024_events"),
+    migration!(25, "0025_heat"),
 ];
 
 /// The schema version this build writes.

@@ -1,4 +1,4 @@
-//! Small named values a feature keeps beside its rows (`knowledge_state`, `memory_state`): one key, one text.
+//! Small named values a feature keeps beside its rows (`knowledge_state`, `memory_state`, `heat_state`): one key, one text.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -9,6 +9,7 @@ use crate::db::DbError;
 pub(crate) enum Table {
     Knowledge,
     Memory,
+    Heat,
 }
 
 impl Table {
@@ -16,6 +17,7 @@ impl Table {
         match self {
             Table::Knowledge => "knowledge_state",
             Table::Memory => "memory_state",
+            Table::Heat => "heat_state",
         }
     }
 }

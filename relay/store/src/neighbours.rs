@@ -131,6 +131,14 @@ impl SearchReader for NeighbourFts<'_> {
         self.conn.vector_knn_exact(kind, model_key, qv, k)
     }
 
+    fn heat_of(
+        &self,
+        kind: crate::heat::Kind,
+        ids: &[String],
+    ) -> Result<std::collections::HashMap<String, f64>, DbError> {
+        self.conn.heat_of(kind, ids)
+    }
+
     fn vector_log_head(&self) -> Result<i64, DbError> {
         self.conn.vector_log_head()
     }

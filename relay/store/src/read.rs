@@ -52,6 +52,8 @@ pub struct ThreadFilter {
     pub until: Option<String>,
     /// Words that must all occur in the title or all in one current message.
     pub words: Option<String>,
+    /// Only threads of this heat tier (a thread never used has no heat row and is cold).
+    pub tier: Option<crate::heat::Tier>,
 }
 
 /// One thread as listings show it.
@@ -234,7 +236,11 @@ pub fn list_threads(
         AND (?4 IS NULL
              OR t.id IN (SELECT m.thread_id FROM messages_fts JOIN messages m ON m.pk = messages_fts.rowid
                          WHERE messages_fts MATCH ?4 AND m.is_current = 1)
-             OR (t.title IS NOT NULL AND NOT EXISTS (SELECT 1 FROM json_each(?5) w WHERE t.title NOT LIKE w.value)))";
+             OR (t.title IS NOT NULL AND NOT EXISTS (SELECT 1 FROM json_each(?5) w WHERE t.title NOT LIKE w.value)))
+        AND (?9 IS NULL
+             OR (?9 <> 'cold' AND t.id IN (SELECT record_id FROM heat WHERE kind = 'thread' AND tier = ?9))
+             OR (?9 = 'cold' AND t.id NOT IN (SELECT record_id FROM heat WHERE kind = 'thread' AND tier <> 'cold')))";
+    let tier = filter.tier.map(crate::heat::Tier::as_str);
     let total: u64 = conn.query_row(
         &format!("SELECT count(*) FROM threads t WHERE {where_sql}"),
         params![
@@ -242,7 +248,11 @@ pub fn list_threads(
             filter.since,
             filter.until,
             words,
-            title_words
+            title_words,
+            None::<String>,
+            None::<String>,
+            None::<i64>,
+            tier
         ],
         |r| r.get(0),
     )?;
@@ -268,7 +278,8 @@ pub fn list_threads(
                 title_words,
                 after_t,
                 after_id,
-                i64::from(limit) + 1
+                i64::from(limit) + 1,
+                tier
             ],
             thread_row,
         )?
@@ -1029,6 +1040,7 @@ mod tests {
             since: since.map(Into::into),
             until: None,
             words: words.map(Into::into),
+            tier: None,
         };
         let n = |f: ThreadFilter| list_threads(&conn, &f, 10, None).unwrap().page.total;
         assert_eq!(n(f(Some("browser-ext:claude"), None, None)), 1);
@@ -1040,6 +1052,43 @@ mod tests {
         );
         assert_eq!(n(f(None, None, Some("postgres lentil"))), 0);
         assert_eq!(n(f(None, None, Some("B TITLE"))), 1, "words in the title");
+        // Tiers: a thread without a heat row is cold; hot and warm come from the rows.
+        let tier = |t: crate::heat::Tier| ThreadFilter {
+            tier: Some(t),
+            ..ThreadFilter::default()
+        };
+        let ids = |f: ThreadFilter| -> Vec<String> {
+            list_threads(&conn, &f, 10, None)
+                .unwrap()
+                .threads
+                .into_iter()
+                .map(|t| t.id)
+                .collect()
+        };
+        assert_eq!(n(tier(crate::heat::Tier::Cold)), 3);
+        assert_eq!(n(tier(crate::heat::Tier::Hot)), 0);
+        let (hot, warm) = (all.threads[1].id.clone(), all.threads[2].id.clone());
+        for (id, t) in [(&hot, "hot"), (&warm, "warm")] {
+            conn.execute(
+                "INSERT INTO heat (kind, record_id, accesses, last_access, heat, tier, computed_at)
+                 VALUES ('thread', ?1, 1, '2026-11-22T00:00:00.000Z', 0.5, ?2, '2026-11-22T00:00:00.000Z')",
+                rusqlite::params![id, t],
+            )
+            .unwrap();
+        }
+        assert_eq!(ids(tier(crate::heat::Tier::Hot)), [hot]);
+        assert_eq!(ids(tier(crate::heat::Tier::Warm)), [warm]);
+        assert_eq!(
+            ids(tier(crate::heat::Tier::Cold)),
+            [all.threads[0].id.clone()]
+        );
+        assert_eq!(
+            list_threads(&conn, &tier(crate::heat::Tier::Hot), 10, None)
+                .unwrap()
+                .page
+                .total,
+            1
+        );
         assert!(matches!(
             list_threads(&conn, &ThreadFilter::default(), 10, Some("garbage")),
             Err(ReadError::BadRequest(_))

@@ -123,6 +123,13 @@ pub trait SearchReader {
     /// Up to `limit` **approved** knowledge entries matching the FTS5 expression, best first; pending and rejected
     /// entries are never returned.
     fn knowledge(&self, expr: &str, limit: usize) -> Result<Vec<KnowledgeMatch>, DbError>;
+    /// The stored heat of each of `ids` of `kind` that has any ([`crate::heat::heat_of`]; at most
+    /// [`crate::heat::MAX_IDS`] ids).
+    fn heat_of(
+        &self,
+        kind: crate::heat::Kind,
+        ids: &[String],
+    ) -> Result<std::collections::HashMap<String, f64>, DbError>;
     /// See [`vectors::log_head`].
     fn vector_log_head(&self) -> Result<i64, DbError>;
     /// See [`vectors::pruned_through`].
@@ -532,6 +539,14 @@ impl SearchReader for Connection {
             (k.sources, k.source_pks) = rows.into_iter().unzip();
         }
         Ok(found)
+    }
+
+    fn heat_of(
+        &self,
+        kind: crate::heat::Kind,
+        ids: &[String],
+    ) -> Result<std::collections::HashMap<String, f64>, DbError> {
+        crate::heat::heat_of(self, kind, ids)
     }
 
     fn vector_log_head(&self) -> Result<i64, DbError> {

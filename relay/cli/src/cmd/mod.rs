@@ -5,6 +5,7 @@ pub mod corpus;
 pub mod devices;
 pub mod events;
 pub mod harvest;
+pub mod heat;
 pub mod import;
 pub mod knowledge;
 pub mod mcp;

@@ -295,6 +295,19 @@ fn site_select(sites: &[String], chosen: Option<&str>) -> Markup {
     }
 }
 
+/// The heat filter beside the site filter: how much a thread was used lately (`personkit_heat`).
+fn tier_select(chosen: Option<personkit_heat::Tier>) -> Markup {
+    html! {
+        label for="tier" { "Use" }
+        select #tier name="tier" title="how much you used the thread lately: opened, read by an agent, new turns" {
+            option value="" { "Any" }
+            @for t in personkit_heat::Tier::ALL {
+                option value=(t.as_str()) selected[chosen == Some(t)] { (t.as_str()) }
+            }
+        }
+    }
+}
+
 pub(super) async fn threads(
     State(st): State<AppState>,
     Extension(secret): Extension<SessionSecret>,
@@ -302,15 +315,19 @@ pub(super) async fn threads(
 ) -> Page {
     let p = Params::parse(
         uri.query(),
-        &["site", "since", "until", "words", "cursor", "forgot"],
+        &[
+            "site", "tier", "since", "until", "words", "cursor", "forgot",
+        ],
         THREADS_HINT,
     )?;
     let now = st.clock.now();
+    let tier = p.tier(THREADS_HINT)?;
     let filter = ThreadFilter {
         surface: p.get("site"),
         since: p.time("since", now, THREADS_HINT)?,
         until: until_bound(&p, now, THREADS_HINT)?,
         words: p.get("words"),
+        tier,
     };
     let cursor = p.get("cursor");
     let list = run(&st, THREADS_HINT, move |c| {
@@ -319,7 +336,7 @@ pub(super) async fn threads(
     .await?;
     let sites = site_names(&st).await?;
     let next = list.page.next_cursor.as_ref().map(|c| {
-        let mut q: Vec<(String, String)> = ["site", "since", "until", "words"]
+        let mut q: Vec<(String, String)> = ["site", "tier", "since", "until", "words"]
             .iter()
             .filter_map(|k| p.get(k).map(|v| ((*k).to_owned(), v)))
             .collect();
@@ -335,6 +352,7 @@ pub(super) async fn threads(
             (notice(&p))
             form.filters method="get" action="/threads" role="search" {
                 div { (site_select(&sites, p.get("site").as_deref())) }
+                div { (tier_select(tier)) }
                 div { label for="since" { "From" } input #since type="date" name="since" value=[p.get("since")]; }
                 div { label for="until" { "Through" } input #until type="date" name="until" value=[p.get("until")]; }
                 div { label for="words" { "Words" } input #words type="search" name="words" value=[p.get("words")] placeholder="in the title or one turn"; }
@@ -429,8 +447,21 @@ pub(super) async fn thread(
     Path(id): Path<String>,
     uri: Uri,
 ) -> Page {
-    let p = Params::parse(uri.query(), &["cursor"], THREAD_HINT)?;
+    let p = Params::parse(uri.query(), &["cursor", "from"], THREAD_HINT)?;
     let cursor = p.get("cursor");
+    // `from=search` marks a search hit opened; it counts as a use like any other opening.
+    match p.get("from").as_deref() {
+        None | Some("search") => {}
+        Some(other) => {
+            return Err(PageError::new(
+                StatusCode::BAD_REQUEST,
+                "That did not work",
+                format!("from={other:?} is not a place a thread is opened from"),
+                "open the thread from the Threads or Search page",
+            ));
+        }
+    }
+    let opened = cursor.is_none();
     let (d, only_copy) = run(&st, THREAD_HINT, move |c| {
         let d = read::get_thread(c, &id, false, TURNS_PER_PAGE, cursor.as_deref())?;
         let only = personkit_store::harvest::only_copy(c, &d.thread.id)?;
@@ -438,6 +469,17 @@ pub(super) async fn thread(
     })
     .await?;
     let now = st.clock.now();
+    // Opening a thread is a use of it (heat); its further pages are the same use.
+    if opened {
+        let (db, thread_id) = (st.db.clone(), d.thread.id.clone());
+        let counted = tokio::task::spawn_blocking(move || {
+            db.write(|c| personkit_heat::record_access(c, "thread", &thread_id, now))
+        })
+        .await;
+        if !matches!(counted, Ok(Ok(()))) {
+            tracing::warn!("an opened thread was not counted as a use");
+        }
+    }
     let t = &d.thread;
     let title = t
         .title
@@ -865,7 +907,7 @@ pub(super) async fn search(
                     @for h in &r.hits {
                         li.hit {
                             @let thread = h.row.thread_id.clone().unwrap_or_default();
-                            h2 { a href={"/threads/" (thread) "#turn-" (h.row.id)} {
+                            h2 { a href={"/threads/" (thread) "?from=search#turn-" (h.row.id)} {
                                 (h.row.thread_title.as_deref().filter(|s| !s.trim().is_empty()).unwrap_or("Untitled"))
                             } }
                             p.meta {

@@ -48,7 +48,8 @@ pub fn app(state: AppState) -> Router {
         crate::jobs::knowledge_settings(state.db.path()),
         state.clock.clone(),
     ))
-    .with_memory(state.profile_path.clone(), state.local);
+    .with_memory(state.profile_path.clone(), state.local)
+    .with_uses(personkit_mcp::Uses::over(state.db.clone()));
     let mcp = Router::new()
         .route_service("/mcp", personkit_mcp::http_service(backend))
         .route_layer(middleware::from_fn_with_state(

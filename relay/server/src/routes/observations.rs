@@ -5,7 +5,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::{Extension, Json};
-use personkit_shared::wire::BatchResponse;
+use personkit_shared::wire::{BatchResponse, ItemStatus};
 use personkit_store::ingest::{self, Origin, RawItem};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -85,7 +85,21 @@ pub(super) async fn post_observations(
             ));
         }
         let items: Vec<RawItem<'_>> = items.iter().map(|r| RawItem::Json(r.get())).collect();
-        Ok(db.write(|c| ingest::ingest_items(c, &origin, &items, now))?)
+        let resp = db.write(|c| ingest::ingest_items(c, &origin, &items, now))?;
+        // A new turn is a use of its thread (heat): one access per thread the batch added to, after the batch
+        // committed. Not counting it is logged and never fails the batch, which is stored.
+        let mut threads: Vec<String> = resp
+            .results
+            .iter()
+            .filter(|r| r.status == ItemStatus::Stored)
+            .filter_map(|r| r.thread_id.clone())
+            .collect();
+        threads.sort_unstable();
+        threads.dedup();
+        if let Err(e) = db.write(|c| personkit_heat::record_thread_accesses(c, &threads, now)) {
+            tracing::warn!(error = %e, "new turns were not counted as uses");
+        }
+        Ok(resp)
     })
     .await
     .map_err(|_| AppError::internal())??;

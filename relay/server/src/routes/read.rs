@@ -132,6 +132,24 @@ impl Params {
         }
     }
 
+    /// The heat tier asked for with `tier=` (`hot`, `warm`, `cold`).
+    pub(crate) fn tier(&self, hint: &str) -> Result<Option<personkit_heat::Tier>, AppError> {
+        self.get("tier")
+            .map(|v| {
+                personkit_heat::Tier::parse(&v).ok_or_else(|| {
+                    AppError::bad_request(
+                        "bad_query",
+                        format!(
+                            "tier must be hot, warm or cold, not {:?}",
+                            personkit_shared::wire::quote_safely(&v, 40)
+                        ),
+                        hint.to_owned(),
+                    )
+                })
+            })
+            .transpose()
+    }
+
     /// A time bound as people give it (RFC 3339, a date, a span such as `7d`), in the stored form.
     pub(crate) fn time(
         &self,
@@ -182,8 +200,7 @@ pub(crate) fn form_urlencoded(s: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-const LIST_HINT: &str =
-    "GET /v1/threads?surface=&since=&until=&words=&limit=50&cursor=&format=compact (docs/api.md)";
+const LIST_HINT: &str = "GET /v1/threads?surface=&since=&until=&words=&tier=hot|warm|cold&limit=50&cursor=&format=compact (docs/api.md)";
 const THREAD_HINT: &str =
     "GET /v1/threads/{id}?limit=50&cursor=&current_only=false&format=compact (docs/api.md)";
 const CHANGES_HINT: &str =
@@ -197,7 +214,7 @@ pub(super) async fn list_threads(
     let p = Params::parse(
         uri.query(),
         &[
-            "surface", "since", "until", "words", "limit", "cursor", "format",
+            "surface", "since", "until", "words", "tier", "limit", "cursor", "format",
         ],
         LIST_HINT,
     )?;
@@ -207,6 +224,7 @@ pub(super) async fn list_threads(
         since: p.time("since", now, LIST_HINT)?,
         until: p.time("until", now, LIST_HINT)?,
         words: p.get("words"),
+        tier: p.tier(LIST_HINT)?,
     };
     let (limit, cursor, compact) = (p.limit(LIST_HINT)?, p.get("cursor"), p.compact(LIST_HINT)?);
     let list = run(&st, LIST_HINT, move |c| {
