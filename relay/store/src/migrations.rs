@@ -51,6 +51,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(21, "0021_knowledge"),
     migration!(22, "0022_memory"),
     migration!(23, "0023_memory_sync"),
+    migration!(26, "0026_graph"),
 ];
 
 /// The schema version this build writes.
