@@ -160,6 +160,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         state.memory_busy.clone(),
     )
     .context("cannot start the memory job")?;
+    let graph_job = jobs::start_graph(&config.db_path, clock.clone(), GRAPH_INTERVAL)
+        .context("cannot start the graph job")?;
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot listen on {addr}; is another relay running? try --addr 127.0.0.1:0")
     })?;
@@ -217,6 +219,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         tokio::task::spawn_blocking(move || k.stop()).await?;
     }
     tokio::task::spawn_blocking(move || memory_job.stop()).await?;
+    tokio::task::spawn_blocking(move || graph_job.stop()).await?;
     tracing::info!("relay stopped");
     Ok(())
 }
@@ -243,6 +246,9 @@ fn ignore_file_size_signal() {
 /// How long `serve` may take to stop once told to: in-flight requests and jobs get this long, then the process
 /// exits anyway. Nothing is lost by that: every acknowledged turn was committed before its answer was sent, and a
 /// transaction cut short is rolled back by SQLite when the corpus is next opened.
+/// How often `serve` derives the entity graph from new turns.
+const GRAPH_INTERVAL: Duration = Duration::from_secs(60);
+
 pub const STOP_DEADLINE: Duration = Duration::from_secs(8);
 
 /// Ends the process `after` from now unless it has ended by itself.

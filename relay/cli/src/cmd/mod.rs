@@ -3,6 +3,7 @@
 pub mod archive;
 pub mod corpus;
 pub mod devices;
+pub mod graph;
 pub mod harvest;
 pub mod import;
 pub mod knowledge;
