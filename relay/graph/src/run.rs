@@ -179,9 +179,7 @@ fn derive_thread(
 /// One batch: the threads a forget queued, then up to `batch` messages after the cursor; one transaction.
 pub fn pass(conn: &Connection, now: OffsetDateTime, batch: usize) -> Result<Report, GraphError> {
     let batch = batch.clamp(1, 10_000);
-    let tx = conn
-        .unchecked_transaction()
-        .map_err(personkit_store::DbError::from)?;
+    let tx = store::begin(conn)?;
     let (e0, r0, _) = store::counts(&tx)?;
     let mut report = Report::default();
     let mut touched: HashSet<String> = HashSet::new();

@@ -226,6 +226,15 @@ fn next_seq(conn: &Connection, origin: &str) -> Result<i64, DbError> {
     Ok(seq)
 }
 
+/// Begins a write transaction that takes the write lock at once (a derivation pass reads its cursor and writes
+/// after it; another writer in between would make a deferred one fail).
+pub fn begin(conn: &Connection) -> Result<rusqlite::Transaction<'_>, DbError> {
+    Ok(rusqlite::Transaction::new_unchecked(
+        conn,
+        rusqlite::TransactionBehavior::Immediate,
+    )?)
+}
+
 fn check_source(s: &Source) -> Result<(), DbError> {
     if !(0.0..=1.0).contains(&s.confidence) {
         return Err(DbError::Invalid(format!(
@@ -948,7 +957,7 @@ pub fn merge(
         )));
     }
     let at = fmt_time(now);
-    let tx = conn.unchecked_transaction()?;
+    let tx = begin(conn)?;
     let aliases: Vec<String> = tx
         .prepare("SELECT alias FROM entity_aliases WHERE entity_id = ?1")?
         .query_map([gone], |r| r.get(0))?

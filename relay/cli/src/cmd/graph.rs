@@ -162,7 +162,8 @@ fn build(a: BuildArgs) -> anyhow::Result<()> {
 
 fn list(a: ListArgs) -> anyhow::Result<()> {
     let conn = a.db.open_read_only()?;
-    let found = view::search(&conn, a.q.as_deref(), a.kind.as_deref(), a.limit).map_err(graph_error)?;
+    let found =
+        view::search(&conn, a.q.as_deref(), a.kind.as_deref(), a.limit).map_err(graph_error)?;
     if a.json {
         return print_json(&found);
     }

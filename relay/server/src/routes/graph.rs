@@ -17,10 +17,13 @@ use crate::error::AppError;
 use crate::state::AppState;
 
 const ENTITIES_HINT: &str = "GET /v1/entities?q=<part of a name>&kind=<person|project|repository|tool|model|organisation|place|site>&limit=<1-1000> (docs/api.md)";
-const ENTITY_HINT: &str = "GET /v1/entities/{id}?threads=<1-1000>; find ids with GET /v1/entities?q= (docs/api.md)";
+const ENTITY_HINT: &str =
+    "GET /v1/entities/{id}?threads=<1-1000>; find ids with GET /v1/entities?q= (docs/api.md)";
 const NEIGHBOURS_HINT: &str = "GET /v1/entities/{id}/neighbours?depth=<1 or 2> (docs/api.md)";
-const PATH_HINT: &str = "GET /v1/graph/path?from=<entity id>&to=<entity id>&depth=<1-4> (docs/api.md)";
-const CANDIDATES_HINT: &str = "GET /v1/graph/candidates?state=<proposed|merged|dismissed>&limit=<1-1000> (docs/api.md)";
+const PATH_HINT: &str =
+    "GET /v1/graph/path?from=<entity id>&to=<entity id>&depth=<1-4> (docs/api.md)";
+const CANDIDATES_HINT: &str =
+    "GET /v1/graph/candidates?state=<proposed|merged|dismissed>&limit=<1-1000> (docs/api.md)";
 
 fn graph_error(e: GraphError, hint: &str) -> AppError {
     match e {
@@ -120,8 +123,17 @@ pub(super) async fn get_neighbours(
     uri: axum::http::Uri,
 ) -> Result<Response, AppError> {
     let p = Params::parse(uri.query(), &["depth"], NEIGHBOURS_HINT)?;
-    let depth = number(&p, "depth", 1u32, 1..=rows::MAX_NEIGHBOUR_DEPTH, NEIGHBOURS_HINT)?;
-    let g = read(&st, NEIGHBOURS_HINT, move |c| view::neighbours(c, &id, depth)).await?;
+    let depth = number(
+        &p,
+        "depth",
+        1u32,
+        1..=rows::MAX_NEIGHBOUR_DEPTH,
+        NEIGHBOURS_HINT,
+    )?;
+    let g = read(&st, NEIGHBOURS_HINT, move |c| {
+        view::neighbours(c, &id, depth)
+    })
+    .await?;
     Ok(Json(g).into_response())
 }
 
@@ -130,7 +142,13 @@ pub(super) async fn get_path(
     uri: axum::http::Uri,
 ) -> Result<Response, AppError> {
     let p = Params::parse(uri.query(), &["from", "to", "depth"], PATH_HINT)?;
-    let depth = number(&p, "depth", rows::MAX_PATH_DEPTH, 1..=rows::MAX_PATH_DEPTH, PATH_HINT)?;
+    let depth = number(
+        &p,
+        "depth",
+        rows::MAX_PATH_DEPTH,
+        1..=rows::MAX_PATH_DEPTH,
+        PATH_HINT,
+    )?;
     let (Some(from), Some(to)) = (p.get("from"), p.get("to")) else {
         return Err(AppError::bad_request(
             "bad_query",
