@@ -276,6 +276,43 @@ fn the_graph_is_derived_read_merged_and_forgotten() {
     .assert_error(400, "bad_query");
     assert_eq!(h.get("/v1/entities", None).status, 401);
 
+    // Search: entity ids restrict the candidates to the threads linked to them.
+    let all = h.get("/v1/query?q=docs", Some(&token)).json();
+    let surfaces = |v: &Value| -> Vec<String> {
+        let mut s: Vec<String> = v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["surface"].as_str().unwrap().to_owned())
+            .collect();
+        s.sort();
+        s.dedup();
+        s
+    };
+    assert_eq!(
+        surfaces(&all),
+        ["browser-ext:chatgpt", "harvest:claude-code"],
+        "{all}"
+    );
+    let only = h
+        .get(&format!("/v1/query?q=docs&entity={orbit_id}"), Some(&token))
+        .json();
+    assert_eq!(surfaces(&only), ["harvest:claude-code"], "{only}");
+    let orbit_threads: Vec<&str> = orbit["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["thread_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        only["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|hit| orbit_threads.contains(&hit["thread_id"].as_str().unwrap())),
+        "{only}"
+    );
+
     // MCP, through the SDK's client and `personkit mcp`.
     mcp_entity_and_related(&relay);
 
