@@ -275,6 +275,14 @@ fn the_graph_is_derived_read_merged_and_forgotten() {
     )
     .assert_error(400, "bad_query");
     assert_eq!(h.get("/v1/entities", None).status, 401);
+    // An agent's token reads the graph and may not build it.
+    let agent = relay.cli_json(&["agents", "add", "reader", "--json"]);
+    let agent = agent["token"].as_str().unwrap();
+    let read = h.get("/v1/entities?q=kite", Some(agent)).json();
+    assert_eq!(names(&read["entities"]), ["kite"]);
+    h.post("/v1/graph/build", Some(agent), b"")
+        .assert_error(403, "read_only_token");
+    assert_eq!(h.post("/v1/graph/build", Some(&token), b"").status, 200);
 
     // Search: entity ids restrict the candidates to the threads linked to them.
     let all = h.get("/v1/query?q=docs", Some(&token)).json();

@@ -257,8 +257,7 @@ fn propose_candidates(
     touched: &HashSet<String>,
     now: OffsetDateTime,
 ) -> Result<u64, GraphError> {
-    let mut pools: HashMap<String, Vec<(EntityRef, std::collections::BTreeSet<[char; 3]>)>> =
-        HashMap::new();
+    let mut pools: HashMap<String, Vec<(EntityRef, similar::Trigrams)>> = HashMap::new();
     let mut proposed = 0;
     let mut ids: Vec<&String> = touched.iter().collect();
     ids.sort();

@@ -7,8 +7,11 @@ use std::collections::BTreeSet;
 /// Names more alike than this are proposed as one entity (the seed's 0.4).
 pub const THRESHOLD: f64 = 0.4;
 
+/// A name's set of trigrams.
+pub type Trigrams = BTreeSet<[char; 3]>;
+
 /// The trigrams of a name.
-pub fn trigrams(name: &str) -> BTreeSet<[char; 3]> {
+pub fn trigrams(name: &str) -> Trigrams {
     let mut out = BTreeSet::new();
     for word in name
         .to_lowercase()
@@ -24,7 +27,7 @@ pub fn trigrams(name: &str) -> BTreeSet<[char; 3]> {
 }
 
 /// Similarity of two trigram sets in [0, 1].
-pub fn similarity_of(a: &BTreeSet<[char; 3]>, b: &BTreeSet<[char; 3]>) -> f64 {
+pub fn similarity_of(a: &Trigrams, b: &Trigrams) -> f64 {
     let shared = a.intersection(b).count();
     let all = a.len() + b.len() - shared;
     if all == 0 {

@@ -3,6 +3,7 @@
 //! and `POST /v1/graph/build` (one derivation pass now). Everything goes through `personkit_graph::view`, as the
 //! CLI, MCP and the dashboard do.
 
+use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -14,7 +15,7 @@ use serde_json::json;
 
 use super::read::Params;
 use crate::error::AppError;
-use crate::state::AppState;
+use crate::state::{AppState, AuthedDevice};
 
 const ENTITIES_HINT: &str = "GET /v1/entities?q=<part of a name>&kind=<person|project|repository|tool|model|organisation|place|site>&limit=<1-1000> (docs/api.md)";
 const ENTITY_HINT: &str =
@@ -182,7 +183,16 @@ pub(super) async fn get_candidates(
     Ok(Json(json!({ "candidates": list })).into_response())
 }
 
-pub(super) async fn post_build(State(st): State<AppState>) -> Result<Response, AppError> {
+pub(super) async fn post_build(
+    State(st): State<AppState>,
+    Extension(AuthedDevice(device)): Extension<AuthedDevice>,
+) -> Result<Response, AppError> {
+    if !device.kind.can_ingest() {
+        return Err(AppError::read_only_token(
+            "this is an agent token: it may read the graph but not build it",
+            "use a paired device's token, or `personkit graph build`",
+        ));
+    }
     let db = st.db.clone();
     let now = st.clock.now();
     let r = tokio::task::spawn_blocking(move || {
