@@ -145,6 +145,30 @@ pub fn path(
     Ok(store::path(conn, from, to, depth)?)
 }
 
+/// Entities and relations a thread or its turns support, at most `limit` of each.
+pub fn thread_subgraph(
+    conn: &Connection,
+    thread_id: &str,
+    limit: usize,
+) -> Result<Subgraph, GraphError> {
+    Ok(store::thread_subgraph(conn, thread_id, limit)?)
+}
+
+/// Entities and relations with a source on a UTC day (`YYYY-MM-DD`), at most `limit` of each.
+pub fn day_subgraph(conn: &Connection, day: &str, limit: usize) -> Result<Subgraph, GraphError> {
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    let date = time::Date::parse(day, format)
+        .map_err(|_| GraphError::Invalid(format!("{day:?} is not a day (YYYY-MM-DD)")))?;
+    let since = date.midnight().assume_utc();
+    let until = since + time::Duration::days(1);
+    Ok(store::span_subgraph(
+        conn,
+        &personkit_store::clock::fmt_time(since),
+        &personkit_store::clock::fmt_time(until),
+        limit,
+    )?)
+}
+
 /// The user's merge: `gone` folded into `keep`.
 pub fn merge(
     conn: &Connection,

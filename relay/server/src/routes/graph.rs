@@ -23,6 +23,7 @@ const ENTITY_HINT: &str =
 const NEIGHBOURS_HINT: &str = "GET /v1/entities/{id}/neighbours?depth=<1 or 2> (docs/api.md)";
 const PATH_HINT: &str =
     "GET /v1/graph/path?from=<entity id>&to=<entity id>&depth=<1-4> (docs/api.md)";
+const SUBGRAPH_HINT: &str = "GET /v1/graph/subgraph?thread=<thread id> or ?day=<YYYY-MM-DD>, with limit=<1-1000> (docs/api.md)";
 const CANDIDATES_HINT: &str =
     "GET /v1/graph/candidates?state=<proposed|merged|dismissed>&limit=<1-1000> (docs/api.md)";
 
@@ -160,6 +161,36 @@ pub(super) async fn get_path(
     let (f, t) = (from.clone(), to.clone());
     let path = read(&st, PATH_HINT, move |c| view::path(c, &f, &t, depth)).await?;
     Ok(Json(json!({ "from": from, "to": to, "depth": depth, "path": path })).into_response())
+}
+
+pub(super) async fn get_subgraph(
+    State(st): State<AppState>,
+    uri: axum::http::Uri,
+) -> Result<Response, AppError> {
+    let p = Params::parse(uri.query(), &["thread", "day", "limit"], SUBGRAPH_HINT)?;
+    let limit = number(&p, "limit", 200usize, 1..=rows::MAX_LIST, SUBGRAPH_HINT)?;
+    let g = match (p.get("thread"), p.get("day")) {
+        (Some(t), None) => {
+            read(&st, SUBGRAPH_HINT, move |c| {
+                view::thread_subgraph(c, &t, limit)
+            })
+            .await?
+        }
+        (None, Some(d)) => {
+            read(&st, SUBGRAPH_HINT, move |c| {
+                view::day_subgraph(c, &d, limit)
+            })
+            .await?
+        }
+        _ => {
+            return Err(AppError::bad_request(
+                "bad_query",
+                "give either thread or day",
+                SUBGRAPH_HINT,
+            ));
+        }
+    };
+    Ok(Json(g).into_response())
 }
 
 pub(super) async fn get_candidates(

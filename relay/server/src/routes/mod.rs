@@ -81,6 +81,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/entities/{id}", get(graph::get_entity))
         .route("/v1/entities/{id}/neighbours", get(graph::get_neighbours))
         .route("/v1/graph/path", get(graph::get_path))
+        .route("/v1/graph/subgraph", get(graph::get_subgraph))
         .route("/v1/graph/candidates", get(graph::get_candidates))
         .route("/v1/graph/build", post(graph::post_build))
         .route("/v1/me/dashboard-link", post(read::post_dashboard_link))
