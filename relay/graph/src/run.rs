@@ -1,5 +1,5 @@
-//! The derivation pass: reads the messages after its cursor (the highest message pk it has read) in bounded
-//! batches, and the threads a forget queued again, derives what each thread and turn certainly says
+//! The derivation pass: reads the messages after its cursor (the highest message pk it has read) and the events
+//! after theirs in bounded batches, and the threads a forget queued again, derives what each thread and turn certainly says
 //! ([`derive`](crate::derive)) and stores it with its source, one transaction per batch. Then it looks for
 //! look-alike names among the entities it touched and proposes them as merges. `serve` runs it in the background;
 //! `personkit graph build` runs it on demand. Logs counts, never names or text.
@@ -29,12 +29,14 @@ const CANDIDATE_POOL: usize = 5_000;
 const CANDIDATES_PER_BATCH: usize = 500;
 
 const CURSOR: &str = "cursor";
+const EVENT_CURSOR: &str = "event_cursor";
 const LAST_PASS: &str = "last_pass";
 
 /// What one batch (or a whole build) did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Report {
     pub messages: u64,
+    pub events: u64,
     pub threads: u64,
     /// Threads read again after a forget.
     pub redone: u64,
@@ -51,6 +53,7 @@ pub struct Report {
 impl Report {
     fn add(&mut self, o: &Report) {
         self.messages += o.messages;
+        self.events += o.events;
         self.threads += o.threads;
         self.redone += o.redone;
         self.entities += o.entities;
@@ -208,8 +211,32 @@ pub fn pass(conn: &Connection, now: OffsetDateTime, batch: usize) -> Result<Repo
     report.messages = messages.len() as u64;
     report.threads = by_thread.len() as u64;
     report.cursor = messages.last().map_or(cursor, |m| m.pk);
-    report.more = messages.len() == batch;
     store::set_state(&tx, CURSOR, &report.cursor.to_string())?;
+    // Events: what their kind's named attributes say (`derive::from_event`), each the source of its links.
+    let event_cursor: i64 = store::state(&tx, EVENT_CURSOR)?
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let events = store::events_after(&tx, event_cursor, batch)?;
+    for ev in &events {
+        let attrs: serde_json::Value =
+            serde_json::from_str(&ev.attrs).unwrap_or(serde_json::Value::Null);
+        let p = derive::from_event(&ev.kind, &attrs);
+        if p.entities.is_empty() {
+            continue;
+        }
+        let from = Support {
+            kind: SourceKind::Event,
+            id: &ev.id,
+            how: How::Certain,
+            seen_at: &ev.occurred_at,
+        };
+        touched.extend(apply(&tx, &p, &from, now)?);
+    }
+    report.events = events.len() as u64;
+    if let Some(last) = events.last() {
+        store::set_state(&tx, EVENT_CURSOR, &last.pk.to_string())?;
+    }
+    report.more = messages.len() == batch || events.len() == batch;
     report.proposed = propose_candidates(&tx, &touched, now)?;
     let (e1, r1, _) = store::counts(&tx)?;
     report.entities = e1.saturating_sub(e0);
@@ -236,6 +263,7 @@ pub fn build(
     }
     tracing::info!(
         messages = total.messages,
+        events = total.events,
         threads = total.threads,
         redone = total.redone,
         entities = total.entities,

@@ -1098,6 +1098,33 @@ fn message_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
     })
 }
 
+/// An event as the derivation reads it (never its content: only its kind and named attributes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    pub pk: i64,
+    pub id: String,
+    pub kind: String,
+    pub attrs: String,
+    pub occurred_at: String,
+}
+
+/// Events with a pk above `after`, in pk order, at most `limit`.
+pub fn events_after(conn: &Connection, after: i64, limit: usize) -> Result<Vec<EventRow>, DbError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT pk, id, kind, attrs, occurred_at FROM events WHERE pk > ?1 ORDER BY pk LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![after, limit.min(MAX_LIST * 10) as i64], |r| {
+        Ok(EventRow {
+            pk: r.get(0)?,
+            id: r.get(1)?,
+            kind: r.get(2)?,
+            attrs: r.get(3)?,
+            occurred_at: r.get(4)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// One thread as the derivation reads it.
 pub fn thread_meta(conn: &Connection, thread_id: &str) -> Result<Option<ThreadMeta>, DbError> {
     Ok(conn
