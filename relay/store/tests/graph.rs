@@ -318,3 +318,43 @@ fn listings_are_bounded() {
     assert_eq!(span.entities.len(), 5);
     assert!(span.truncated);
 }
+
+/// A link a model extracted keeps its confidence; the same link found for certain later is certain, and a second
+/// model reading keeps the higher confidence.
+#[test]
+fn a_source_keeps_how_it_was_found_and_its_best_confidence() {
+    let (_d, conn) = corpus();
+    let by_model = |c: f64| Source {
+        kind: SourceKind::Message,
+        id: "m1".into(),
+        how: How::Model,
+        confidence: c,
+        seen_at: "2026-11-01T09:00:00.000Z".into(),
+    };
+    let id = graph::upsert_entity(&conn, "person", "Priya", "priya", NOW).unwrap();
+    let read = || -> (String, f64) {
+        conn.query_row(
+            "SELECT how, confidence FROM entity_sources WHERE entity_id = ?1",
+            [&id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    graph::add_entity_source(&conn, &id, &by_model(0.6), NOW).unwrap();
+    assert_eq!(read(), ("model".to_owned(), 0.6));
+    graph::add_entity_source(&conn, &id, &by_model(0.4), NOW).unwrap();
+    assert_eq!(read(), ("model".to_owned(), 0.6));
+    let certain = Source {
+        how: How::Certain,
+        confidence: 1.0,
+        ..by_model(1.0)
+    };
+    graph::add_entity_source(&conn, &id, &certain, NOW).unwrap();
+    assert_eq!(read(), ("certain".to_owned(), 1.0));
+    graph::add_entity_source(&conn, &id, &by_model(0.5), NOW).unwrap();
+    assert_eq!(
+        read(),
+        ("certain".to_owned(), 1.0),
+        "certain is never downgraded"
+    );
+}
