@@ -50,6 +50,12 @@ pub enum Command {
     /// What was captured today and this week, per site and per project; the last 90 days per site; knowledge
     /// waiting for approval; capture health. The dashboard's Today page in text.
     Today(cmd::today::TodayArgs),
+    /// Everything about one entity (a project, tool, model, site, person, …): kind, aliases, relations, threads,
+    /// last seen. `--json` for the whole view.
+    Entity(cmd::graph::EntityArgs),
+    /// The entity graph: build it now, list entities, neighbours, a path between two, merge proposals, merge.
+    #[command(subcommand)]
+    Graph(cmd::graph::GraphCommand),
     /// Print (and open in the browser) a one-time link that signs in to your library, the relay's dashboard.
     Open(cmd::open::OpenArgs),
     /// Export threads as Markdown (Obsidian-ready) or JSON files into a folder; a rerun updates it.
@@ -156,6 +162,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Model(ModelCommand::Fetch(a)) => model::run_model_fetch(&a),
         Command::Open(a) => open::run(a),
         Command::Today(a) => cmd::today::run(a),
+        Command::Entity(a) => cmd::graph::entity(a),
+        Command::Graph(c) => cmd::graph::run(c),
         Command::Export(a) => archive::export(a),
         Command::Forget(a) => archive::forget(a),
         Command::Import(a) => cmd::import::run(a),

@@ -148,12 +148,14 @@ async fn exercise(client: &Client) {
         names,
         [
             "corpus_health",
+            "entity",
             "get_context",
             "get_knowledge",
             "get_message",
             "get_thread",
             "list_threads",
             "propose_knowledge",
+            "related",
             "search"
         ]
     );

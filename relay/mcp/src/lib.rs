@@ -1,7 +1,7 @@
 //! `personkit-mcp`: the relay's MCP server, so the user's own agents (Claude Desktop, Claude Code, any MCP
 //! client) can use the history. Tools ([`tools`]): `search` (the hybrid query of `personkit-search`),
 //! `list_threads`, `get_thread`, `get_message` (the read layer of `personkit_store::read`), `corpus_health`, and
-//! the knowledge tools ([`knowledge`]): `get_knowledge` (approved entries only) and `propose_knowledge`. Every
+//! the entity graph's `entity` and `related` ([`graph`]), the knowledge tools ([`knowledge`]): `get_knowledge` (approved entries only) and `propose_knowledge`. Every
 //! tool but `propose_knowledge` is read-only; that one files a pending entry the user decides on, never more. Answers carry structured content with an output
 //! schema and a short text form, and stay within a character budget ([`budget`]).
 //!
@@ -16,6 +16,7 @@
 
 pub mod backend;
 pub mod budget;
+pub mod graph;
 pub mod jsonrpc;
 pub mod knowledge;
 pub mod memory;

@@ -249,7 +249,10 @@ impl Personkit {
     pub fn new(backend: Backend) -> Personkit {
         Personkit {
             backend,
-            tool_router: Self::tool_router() + Self::knowledge_router() + Self::memory_router(),
+            tool_router: Self::tool_router()
+                + Self::knowledge_router()
+                + Self::memory_router()
+                + Self::graph_router(),
         }
     }
 
@@ -736,7 +739,8 @@ impl ServerHandler for Personkit {
                 "The user's own history of AI conversations (ChatGPT, Claude, Gemini, ... and local agents). \
                  Call get_context first in a session for who the user is and what they have been doing. \
                  Use search to find what was said, get_thread/get_message to read it, list_threads to browse, \
-                 corpus_health to check capture, get_knowledge for the positions the user approved. \
+                 corpus_health to check capture, get_knowledge for the positions the user approved, \
+                 entity for everything about a person, project, tool or site and related for what it connects to. \
                  propose_knowledge files a note for the user to approve; nothing else writes.",
             )
     }

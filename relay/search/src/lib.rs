@@ -2,7 +2,8 @@
 //!
 //! Candidates come from FTS5 BM25, vector similarity (sign-bit Hamming first pass over an in-memory index of
 //! every vector, candidates rescored with int8 copies: [`index`]), entity references (entity ids given by the
-//! caller or entity names/aliases found in the query text, matched as phrases), the user's approved knowledge
+//! caller restrict the candidates to the threads the graph links them to; their names and aliases, and those found in
+//! the query text, are matched as phrases), the user's approved knowledge
 //! (the messages cited by the entries the words match), recency (only when a time window is given: the pooled
 //! candidates ordered newest first) and the dates the question names — and are fused by
 //! score-normalised weighted fusion ([`fusion::convex`], the default) or weighted reciprocal rank fusion
@@ -806,6 +807,9 @@ pub fn query<R: SearchReader + ?Sized>(
     })
 }
 
+/// Most threads the given entities restrict a query to.
+pub const MAX_ENTITY_THREADS: usize = 2_000;
+
 fn run<R: SearchReader + ?Sized>(
     reader: &R,
     indexes: &Indexes,
@@ -817,6 +821,39 @@ fn run<R: SearchReader + ?Sized>(
             "k must be between 1 and 1000".into(),
         ));
     }
+    // Entity ids given by the caller restrict the candidates to the threads the graph links them to (within any
+    // thread filter given too); no linked thread, no candidate. Names found in the text only boost (below).
+    let restricted;
+    let q = if q.entities.is_empty() {
+        q
+    } else {
+        let linked = reader.entity_threads(&q.entities, MAX_ENTITY_THREADS)?;
+        let threads: Vec<String> = if q.threads.is_empty() {
+            linked
+        } else {
+            q.threads
+                .iter()
+                .filter(|t| linked.contains(t))
+                .cloned()
+                .collect()
+        };
+        if threads.is_empty() {
+            return Ok(QueryResult {
+                query: q.text.clone(),
+                model: None,
+                signals_used: Vec::new(),
+                signals_skipped: Vec::new(),
+                hits: Vec::new(),
+                knowledge: Vec::new(),
+            });
+        }
+        restricted = Query {
+            threads,
+            include_events: false,
+            ..q.clone()
+        };
+        &restricted
+    };
     let mut ctx = Ctx {
         reader,
         q,

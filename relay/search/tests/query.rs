@@ -179,6 +179,17 @@ fn load() -> Fixture {
             ],
         )
         .unwrap();
+        // The threads the entity appears in, as the graph's derivation records them.
+        for t in e["threads"].as_array().unwrap() {
+            let tid =
+                personkit_shared::ids::thread_id(t[0].as_str().unwrap(), t[1].as_str().unwrap());
+            conn.execute(
+                "INSERT INTO entity_sources (entity_id, source_kind, source_id, how, confidence, seen_at, created_at)
+                 VALUES (?1, 'thread', ?2, 'certain', 1.0, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+                rusqlite::params![e["id"].as_str(), tid.hyphenated().to_string()],
+            )
+            .unwrap();
+        }
         for (j, a) in e["aliases"].as_array().unwrap().iter().enumerate() {
             conn.execute(
                 "INSERT INTO entity_aliases (entity_id, alias, created_at, origin_device, origin_seq)

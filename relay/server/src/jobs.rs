@@ -579,6 +579,65 @@ pub fn start_heat(
     Ok(HeatJob { stop: tx, thread })
 }
 
+        }
+    }
+    Ok(())
+}
+
+/// The running graph derivation; [`GraphJob::stop`] ends it (a pass in progress finishes first).
+#[derive(Debug)]
+pub struct GraphJob {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl GraphJob {
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Batches one graph tick runs at most (the rest waits for the next tick).
+const GRAPH_BATCHES_PER_TICK: usize = 20;
+
+/// Starts the entity graph's derivation (`personkit_graph::run`): every `interval`, the turns not read yet and the
+/// threads a forget queued, in bounded batches, on a connection of its own. Logs counts, never names.
+pub fn start_graph(
+    db_path: &Path,
+    clock: personkit_store::clock::Clock,
+    interval: Duration,
+) -> std::io::Result<GraphJob> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let path = db_path.to_path_buf();
+    let thread = std::thread::Builder::new()
+        .name("graph".into())
+        .spawn(move || {
+            let mut conn = None;
+            loop {
+                if conn.is_none() {
+                    conn = personkit_store::db::open(&path).ok();
+                }
+                if let Some(c) = &conn
+                    && let Err(e) = personkit_graph::run::build(
+                        c,
+                        clock.now(),
+                        personkit_graph::run::BATCH,
+                        GRAPH_BATCHES_PER_TICK,
+                    )
+                {
+                    tracing::warn!(code = e.code(), "graph pass failed; tried again next tick");
+                    conn = None;
+                }
+                match rx.recv_timeout(interval) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+            }
+        })?;
+    Ok(GraphJob { stop: tx, thread })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod heat_job_tests {

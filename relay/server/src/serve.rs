@@ -171,6 +171,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     .context("cannot start the memory job")?;
     let heat_job = jobs::start_heat(&config.db_path, clock.clone(), jobs::HEAT_TICK)
         .context("cannot start the heat job")?;
+    let graph_job = jobs::start_graph(&config.db_path, clock.clone(), GRAPH_INTERVAL)
+        .context("cannot start the graph job")?;
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot listen on {addr}; is another relay running? try --addr 127.0.0.1:0")
     })?;
@@ -232,6 +234,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
     tokio::task::spawn_blocking(move || memory_job.stop()).await?;
     tokio::task::spawn_blocking(move || heat_job.stop()).await?;
+    tokio::task::spawn_blocking(move || graph_job.stop()).await?;
     tracing::info!("relay stopped");
     Ok(())
 }
@@ -258,6 +261,9 @@ fn ignore_file_size_signal() {
 /// How long `serve` may take to stop once told to: in-flight requests and jobs get this long, then the process
 /// exits anyway. Nothing is lost by that: every acknowledged turn was committed before its answer was sent, and a
 /// transaction cut short is rolled back by SQLite when the corpus is next opened.
+/// How often `serve` derives the entity graph from new turns.
+const GRAPH_INTERVAL: Duration = Duration::from_secs(60);
+
 pub const STOP_DEADLINE: Duration = Duration::from_secs(8);
 
 /// Ends the process `after` from now unless it has ended by itself.

@@ -1496,3 +1496,83 @@ async fn v1_today_answers_tokens_with_the_today_figures_and_refuses_a_bad_offset
         StatusCode::UNAUTHORIZED
     );
 }
+
+/// The entity pages: `POST /v1/graph/build` derives the graph of a corpus whose turns link sites and name a
+/// model; the list filters by kind, an entity's page shows its relations (links to the related entities), its
+/// threads, and its timeline (a bar per day); the thread page links the entities the thread supports.
+#[tokio::test]
+async fn entity_pages_show_relations_threads_and_a_timeline_and_threads_link_them() {
+    let h = harness();
+    let token = h.pair().await;
+    let items = vec![
+        turn(
+            "g1",
+            Role::User,
+            "compare https://docs.rs/tokio with <b>gpt-4o</b>",
+            Some(0),
+            None,
+            "2026-11-20T09:00:00Z",
+        ),
+        turn(
+            "g2",
+            Role::User,
+            "again https://docs.rs/serde",
+            Some(0),
+            None,
+            "2026-11-22T09:00:00Z",
+        ),
+    ];
+    assert_eq!(h.send(&token, &items).await.status, StatusCode::OK);
+    let built = h.post("/v1/graph/build", Some(&token), "").await;
+    assert_eq!(built.status, StatusCode::OK, "{}", built.body);
+    assert_eq!(built.body["messages"], 2, "{}", built.body);
+    let cookie = sign_in(&h).await;
+
+    let list = get_with(&h, "/entities?kind=site", &[("cookie", &cookie)]).await;
+    assert_eq!(list.status, StatusCode::OK, "{}", text(&list));
+    let page = text(&list);
+    assert!(page.contains(">docs.rs</a>"), "{page}");
+    assert!(!page.contains(">OpenAI</a>"), "the kind filters: {page}");
+    assert!(page.contains("aria-current=\"page\">Entities"), "{page}");
+    let bad = get_with(&h, "/entities?kind=planet", &[("cookie", &cookie)]).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+
+    let docs = h.get("/v1/entities?q=docs.rs", Some(&token)).await;
+    let id = docs.body["entities"][0]["id"].as_str().unwrap().to_owned();
+    let r = get_with(&h, &format!("/entities/{id}"), &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", text(&r));
+    let page = text(&r);
+    assert!(
+        page.contains("data-kind=\"site\" data-threads=\"2\""),
+        "{page}"
+    );
+    // A bar per day with a source, oldest first.
+    let d20 = page.find("data-day=\"2026-11-20\" data-sources=\"1\"");
+    let d22 = page.find("data-day=\"2026-11-22\" data-sources=\"1\"");
+    assert!(d20.is_some() && d22.is_some() && d20 < d22, "{page}");
+    assert_eq!(page.matches("<rect ").count(), 2, "{page}");
+    let t1 = personkit_testkit::thread_id(CHATGPT, "g1");
+    assert!(page.contains(&format!("href=\"/threads/{t1}\"")), "{page}");
+    assert!(!page.contains("style="), "{page}");
+
+    let gpt = h.get("/v1/entities?q=gpt-4o", Some(&token)).await;
+    let gid = gpt.body["entities"][0]["id"].as_str().unwrap().to_owned();
+    let r = get_with(&h, &format!("/entities/{gid}"), &[("cookie", &cookie)]).await;
+    let page = text(&r);
+    assert!(page.contains("data-predicate=\"made_by\""), "{page}");
+    assert!(page.contains(">OpenAI</a>"), "{page}");
+
+    let thread = get_with(&h, &format!("/threads/{t1}"), &[("cookie", &cookie)]).await;
+    let page = text(&thread);
+    assert!(page.contains("id=\"thread-entities\""), "{page}");
+    assert!(
+        page.contains(&format!("href=\"/entities/{gid}\"")),
+        "{page}"
+    );
+    assert!(page.contains(&format!("href=\"/entities/{id}\"")), "{page}");
+
+    let missing = get_with(&h, "/entities/nope", &[("cookie", &cookie)]).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let signed_out = get_with(&h, &format!("/entities/{id}"), &[]).await;
+    assert_eq!(signed_out.status, StatusCode::UNAUTHORIZED);
+}

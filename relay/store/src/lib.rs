@@ -4,7 +4,7 @@
 //! time ([`budget`]), reports capture health ([`health`]), keeps how much each record is used ([`heat`]), forgets for good ([`forget`]), remembers what the
 //! harvesters read ([`harvest`]) and reads the SQLite files of the tools they harvest ([`foreign`]), holds sync's
 //! and snapshots' rows ([`sync`], [`archive`]), orders a thread's turns ([`order`]), serves every reader of threads
-//! and messages ([`read`]), keeps vectors ([`vectors`]) and answers the reads hybrid search needs ([`retrieval`]).
+//! and messages ([`read`]), keeps vectors ([`vectors`]), holds the entity graph with every link's source ([`graph`]) and answers the reads hybrid search needs ([`retrieval`]).
 //! The rules of features live in the crates that own them; the store answers their traits. With the `bench` feature
 //! (benchmarks only), it also bulk-loads synthetic corpora (`bulk`) and keeps a side full-text index for
 //! comparisons (`neighbours`); neither is part of the shipped API.
@@ -25,6 +25,7 @@ pub mod db;
 pub mod events;
 pub mod foreign;
 pub mod forget;
+pub mod graph;
 pub mod harvest;
 pub mod health;
 pub mod heat;

@@ -53,6 +53,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(23, "0023_memory_sync"),
     migration!(24, "0024_events"),
     migration!(25, "0025_heat"),
+    migration!(26, "0026_graph"),
 ];
 
 /// The schema version this build writes.

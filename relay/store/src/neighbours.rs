@@ -104,6 +104,10 @@ impl SearchReader for NeighbourFts<'_> {
         self.conn.entity_names(id)
     }
 
+    fn entity_threads(&self, ids: &[String], limit: usize) -> Result<Vec<String>, DbError> {
+        self.conn.entity_threads(ids, limit)
+    }
+
     fn knowledge(&self, expr: &str, limit: usize) -> Result<Vec<KnowledgeMatch>, DbError> {
         self.conn.knowledge(expr, limit)
     }

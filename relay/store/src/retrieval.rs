@@ -103,6 +103,8 @@ pub trait SearchReader {
     fn entities_named(&self, phrase: &str) -> Result<Vec<String>, DbError>;
     /// The name and aliases of an entity.
     fn entity_names(&self, id: &str) -> Result<Vec<String>, DbError>;
+    /// The threads any of the entities appears in (through the graph's sources), at most `limit`.
+    fn entity_threads(&self, ids: &[String], limit: usize) -> Result<Vec<String>, DbError>;
     /// Current messages with `since <= time < until`, newest first, at most `limit`.
     fn recent_messages(&self, since: &str, until: &str, limit: usize) -> Result<Vec<i64>, DbError>;
     /// Cosine similarity of `qv` to every current message of the given threads with a vector from `model_key`.
@@ -424,6 +426,10 @@ impl SearchReader for Connection {
             ids.push(id?);
         }
         Ok(ids)
+    }
+
+    fn entity_threads(&self, ids: &[String], limit: usize) -> Result<Vec<String>, DbError> {
+        crate::graph::threads_of_entities(self, ids, limit)
     }
 
     fn entity_names(&self, id: &str) -> Result<Vec<String>, DbError> {

@@ -4,6 +4,7 @@ pub mod archive;
 pub mod corpus;
 pub mod devices;
 pub mod events;
+pub mod graph;
 pub mod harvest;
 pub mod heat;
 pub mod import;

@@ -14,6 +14,7 @@
 //! and must not come from another origin (`Origin`, `Sec-Fetch-Site`). Responses forbid framing, scripts and
 //! outside resources (CSP).
 
+mod entities;
 mod knowledge;
 mod markdown;
 mod memory;
@@ -213,6 +214,8 @@ pub fn router(state: AppState) -> Router<AppState> {
             get(pages::forget_thread_confirm).post(pages::forget_thread),
         )
         .route("/search", get(pages::search))
+        .route("/entities", get(entities::list))
+        .route("/entities/{id}", get(entities::page))
         .route("/knowledge", get(knowledge::list))
         .route("/knowledge/decide", post(knowledge::decide))
         .route("/knowledge/{id}", get(knowledge::show))

@@ -25,11 +25,12 @@ use crate::state::AppState;
 
 pub(super) type Page = Result<Response, PageError>;
 
-const NAV: [(&str, &str); 8] = [
+const NAV: [(&str, &str); 9] = [
     ("/", "Overview"),
     ("/today", "Today"),
     ("/threads", "Threads"),
     ("/search", "Search"),
+    ("/entities", "Entities"),
     ("/knowledge", "Knowledge"),
     ("/memory", "Memory"),
     ("/devices", "Devices"),
@@ -38,6 +39,8 @@ const NAV: [(&str, &str); 8] = [
 
 /// Turns per thread page.
 const TURNS_PER_PAGE: u32 = 100;
+/// Entities a thread page links.
+const THREAD_ENTITIES: usize = 30;
 /// Threads per list page.
 const THREADS_PER_PAGE: u32 = 50;
 
@@ -462,10 +465,11 @@ pub(super) async fn thread(
         }
     }
     let opened = cursor.is_none();
-    let (d, only_copy) = run(&st, THREAD_HINT, move |c| {
+    let (d, only_copy, graph) = run(&st, THREAD_HINT, move |c| {
         let d = read::get_thread(c, &id, false, TURNS_PER_PAGE, cursor.as_deref())?;
         let only = personkit_store::harvest::only_copy(c, &d.thread.id)?;
-        Ok::<_, ReadError>((d, only))
+        let graph = personkit_store::graph::thread_subgraph(c, &d.thread.id, THREAD_ENTITIES)?;
+        Ok::<_, ReadError>((d, only, graph))
     })
     .await?;
     let now = st.clock.now();
@@ -497,6 +501,7 @@ pub(super) async fn thread(
                 " · first seen " (when(&t.first_seen_at))
                 " · " (completeness(&t.completeness, now))
             }
+            (super::entities::thread_entities(&graph))
             @if let Some(o) = &only_copy {
                 p.notice.skipped role="note" {
                     strong { "Only copy." } " " (site_name(&t.surface)) " deleted its transcript file (" (when(&o.gone_at)) "); this corpus holds the only copy of this conversation."

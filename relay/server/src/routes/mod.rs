@@ -6,6 +6,7 @@
 
 mod events;
 mod forget;
+mod graph;
 mod health;
 mod mcp;
 pub(crate) mod memory;
@@ -79,6 +80,13 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/changes", get(read::get_changes))
         .route("/v1/today", get(read::get_today))
         .route("/v1/events", get(events::list_events))
+        .route("/v1/entities", get(graph::list_entities))
+        .route("/v1/entities/{id}", get(graph::get_entity))
+        .route("/v1/entities/{id}/neighbours", get(graph::get_neighbours))
+        .route("/v1/graph/path", get(graph::get_path))
+        .route("/v1/graph/subgraph", get(graph::get_subgraph))
+        .route("/v1/graph/candidates", get(graph::get_candidates))
+        .route("/v1/graph/build", post(graph::post_build))
         .route("/v1/me/dashboard-link", post(read::post_dashboard_link))
         .route("/v1/distill/status", get(memory::get_distill_status))
         .route("/v1/distill/{tier}", post(memory::post_distill))

@@ -1,0 +1,243 @@
+//! The Entities pages: a list with a name filter and a kind choice, and an entity's page — its kind, aliases and
+//! span, its related entities (each a link), its threads, events if any, and a timeline of its sources per day
+//! (an inline SVG, numbers again in a table) — all from `personkit_graph::view`, as the CLI, the API and MCP. The
+//! thread page links the entities the thread supports.
+
+use axum::Extension;
+use axum::extract::{Path, State};
+use axum::http::Uri;
+use maud::{Markup, html};
+use personkit_graph::view::{self, EntityView};
+use personkit_graph::{GraphError, Kind};
+use personkit_store::graph::{Day, Subgraph};
+use personkit_store::read::ReadError;
+
+use super::SessionSecret;
+use super::pages::{Page, ctx, layout, site_name, time_el, when};
+use crate::routes::read::{Params, run};
+use crate::state::AppState;
+
+const LIST_HINT: &str = "/entities?q=<part of a name>&kind=<a kind>";
+const ENTITY_HINT: &str = "open an entity from /entities";
+/// Entities a list page shows.
+const LIST_LIMIT: usize = 200;
+/// Threads an entity page lists.
+const PAGE_THREADS: usize = 50;
+
+/// The timeline's drawing box (SVG units).
+const W: f64 = 900.0;
+const H: f64 = 120.0;
+const BOTTOM: f64 = 22.0;
+
+fn read_error(e: GraphError) -> ReadError {
+    match e {
+        GraphError::NotFound(m) => ReadError::NotFound(m),
+        GraphError::Invalid(m) | GraphError::Db(personkit_store::DbError::Invalid(m)) => {
+            ReadError::BadRequest(m)
+        }
+        GraphError::Db(e) => ReadError::Db(e),
+    }
+}
+
+/// `GET /entities`.
+pub(super) async fn list(
+    State(st): State<AppState>,
+    Extension(secret): Extension<SessionSecret>,
+    uri: Uri,
+) -> Page {
+    let p = Params::parse(uri.query(), &["q", "kind"], LIST_HINT)?;
+    let (q, kind) = (p.get("q"), p.get("kind"));
+    let (q2, k2) = (q.clone(), kind.clone());
+    let found = run(&st, LIST_HINT, move |c| {
+        view::search(c, q2.as_deref(), k2.as_deref(), LIST_LIMIT).map_err(read_error)
+    })
+    .await?;
+    let ctx = ctx(st, secret);
+    Ok(layout(
+        &ctx,
+        "/entities",
+        "Entities",
+        html! {
+            p.intro { "People, projects, tools, models, organisations and sites your conversations and work involve, found without a model from what is certain: a session's project, the tool and its maker, model ids and linked sites." }
+            form.filters method="get" action="/entities" role="search" {
+                div { label for="q" { "Name" } input #q type="search" name="q" value=[q.as_deref()] placeholder="part of a name or alias"; }
+                div {
+                    label for="kind" { "Kind" }
+                    select #kind name="kind" {
+                        option value="" { "any" }
+                        @for k in Kind::ALL {
+                            option value=(k.as_str()) selected[kind.as_deref() == Some(k.as_str())] { (k.as_str()) }
+                        }
+                    }
+                }
+                div.buttons { button type="submit" { "Filter" } a href="/entities" { "Clear" } }
+            }
+            @if found.is_empty() {
+                p.empty { "No entity matches. The relay derives them from new turns every minute; " code { "personkit graph build" } " does it now." }
+            } @else {
+                p.count { (found.len()) @if found.len() == LIST_LIMIT { "+" } " entities" }
+                table.entities {
+                    thead { tr { th scope="col" { "Name" } th scope="col" { "Kind" } } }
+                    tbody {
+                        @for e in &found {
+                            tr { td.title { a href={"/entities/" (e.id)} { (e.name) } } td { (e.kind) } }
+                        }
+                    }
+                }
+            }
+        },
+    ))
+}
+
+/// `GET /entities/{id}`.
+pub(super) async fn page(
+    State(st): State<AppState>,
+    Extension(secret): Extension<SessionSecret>,
+    Path(id): Path<String>,
+) -> Page {
+    let v = run(&st, ENTITY_HINT, move |c| {
+        view::view(c, &id, PAGE_THREADS).map_err(read_error)
+    })
+    .await?;
+    let now = st.clock.now();
+    let title = v.entity.name.clone();
+    let ctx = ctx(st, secret);
+    Ok(layout(&ctx, "/entities", &title, render(&v, now)))
+}
+
+fn span(v: &EntityView) -> String {
+    let day = |t: &Option<String>| t.as_deref().map(|t| t.get(..10).unwrap_or(t).to_owned());
+    match (day(&v.entity.first_seen), day(&v.entity.last_seen)) {
+        (Some(a), Some(b)) if a == b => format!("seen on {a}"),
+        (Some(a), Some(b)) => format!("seen {a} to {b}"),
+        _ => "not seen in any source".into(),
+    }
+}
+
+fn render(v: &EntityView, now: time::OffsetDateTime) -> Markup {
+    let e = &v.entity;
+    html! {
+        p.meta #entity-head data-kind=(e.kind) data-threads=(v.thread_count) {
+            span.kind { (e.kind) } " · " (span(v)) " · " (v.thread_count) @if v.thread_count == 1 { " thread" } @else { " threads" }
+            @if !e.aliases.is_empty() { " · also " (e.aliases.join(", ")) }
+        }
+        section aria-labelledby="related-h" {
+            h2 #related-h { "Related" }
+            @if v.relations.is_empty() {
+                p.empty { "No relation yet." }
+            } @else {
+                table.relations {
+                    thead { tr { th scope="col" { "Relation" } th scope="col" { "Entity" } th scope="col" { "Kind" } th scope="col" { "From" } th scope="col" { "To" } } }
+                    tbody {
+                        @for r in &v.relations {
+                            @let (other, predicate) = view::other_end(r, &e.id);
+                            tr data-predicate=(r.predicate) {
+                                td { (predicate.replace('_', " ")) }
+                                td.title { a href={"/entities/" (other.id)} { (other.name) } }
+                                td { (other.kind) }
+                                td.when { @if let Some(t) = &r.valid_from { (when(t)) } }
+                                td.when { @if let Some(t) = &r.valid_to { (when(t)) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section aria-labelledby="timeline-h" {
+            h2 #timeline-h { "Timeline" }
+            @if v.timeline.is_empty() {
+                p.empty { "Nothing dated." }
+            } @else {
+                (timeline(&v.timeline))
+                details.numbers {
+                    summary { "The numbers" }
+                    table {
+                        thead { tr { th scope="col" { "Day (UTC)" } th scope="col" { "Sources" } } }
+                        tbody { @for d in &v.timeline { tr { td { (d.day) } td.num { (d.sources) } } } }
+                    }
+                }
+            }
+        }
+        section aria-labelledby="threads-h" {
+            h2 #threads-h { "Threads" }
+            @if v.threads.is_empty() {
+                p.empty { "No thread." }
+            } @else {
+                table.threads {
+                    thead { tr { th scope="col" { "Title" } th scope="col" { "Site" } th scope="col" { "Last activity" } } }
+                    tbody {
+                        @for t in &v.threads {
+                            tr {
+                                td.title { a href={"/threads/" (t.thread_id)} { (t.title.as_deref().filter(|s| !s.trim().is_empty()).unwrap_or("Untitled")) } }
+                                td title=(t.surface) { (site_name(&t.surface)) }
+                                td.when { (time_el(&t.last_seen_at, now)) }
+                            }
+                        }
+                    }
+                }
+                @if v.thread_count > v.threads.len() as u64 {
+                    p.count { "The newest " (v.threads.len()) " of " (v.thread_count) "." }
+                }
+            }
+        }
+        @if !v.events.is_empty() {
+            section aria-labelledby="events-h" {
+                h2 #events-h { "Events" }
+                table.events {
+                    thead { tr { th scope="col" { "What" } th scope="col" { "From" } th scope="col" { "When" } } }
+                    tbody {
+                        @for ev in &v.events {
+                            tr { td { (ev.kind) } td { (site_name(&ev.source_surface)) } td.when { (time_el(&ev.occurred_at, now)) } }
+                        }
+                    }
+                }
+            }
+        }
+        p.hint { "Two entities that are one? " code { "personkit graph candidates" } " lists look-alikes; " code { "personkit graph merge KEEP GONE" } " joins them." }
+    }
+}
+
+/// A bar per day with sources, oldest on the left.
+fn timeline(days: &[Day]) -> Markup {
+    let mut days: Vec<&Day> = days.iter().collect();
+    days.reverse();
+    let max = days.iter().map(|d| d.sources).max().unwrap_or(1).max(1) as f64;
+    let slot = W / days.len().max(1) as f64;
+    let bar = (slot * 0.7).clamp(2.0, 40.0);
+    let plot = H - BOTTOM - 6.0;
+    let label_every = days.len().div_ceil(8).max(1);
+    html! {
+        svg.chart.timeline viewBox={"0 0 " (W) " " (H)} role="img" aria-labelledby="timeline-h" {
+            line.base x1="0" x2=(W) y1=(H - BOTTOM) y2=(H - BOTTOM) {}
+            @for (i, d) in days.iter().enumerate() {
+                @let h = (d.sources as f64 / max * plot).max(1.0);
+                @let x = i as f64 * slot + (slot - bar) / 2.0;
+                g.day data-day=(d.day) data-sources=(d.sources) {
+                    title { (d.day) ": " (d.sources) }
+                    rect.site-0 x=(format!("{x:.1}")) y=(format!("{:.1}", H - BOTTOM - h)) width=(format!("{bar:.1}")) height=(format!("{h:.1}")) {}
+                    @if i % label_every == 0 {
+                        text x=(format!("{:.1}", x + bar / 2.0)) y=(H - 6.0) text-anchor="middle" { (d.day.get(5..).unwrap_or(&d.day)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The entities a thread supports, as links (for the thread page).
+pub(super) fn thread_entities(g: &Subgraph) -> Markup {
+    let mut list: Vec<_> = g.entities.iter().map(|r| &r.entity).collect();
+    list.sort_by(|a, b| a.kind.cmp(&b.kind).then(a.name.cmp(&b.name)));
+    html! {
+        @if !list.is_empty() {
+            p.meta.entities #thread-entities {
+                "About: "
+                @for (i, e) in list.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    a href={"/entities/" (e.id)} title=(e.kind) { (e.name) }
+                }
+                @if g.truncated { " …" }
+            }
+        }
+    }
+}
