@@ -15,7 +15,7 @@ use std::time::Duration;
 use personkit_e2e::chromium::{Chromium, LaunchOptions, Tab};
 use personkit_e2e::screenshots;
 use personkit_shared::time::{day, rfc3339};
-use personkit_testkit::{Relay, alternating_role, cli, temp_db, turn_at};
+use personkit_testkit::{Relay, alternating_role, claude_code_line, cli, temp_db, turn_at};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -50,26 +50,6 @@ impl Lcg {
             .wrapping_add(1_442_695_040_888_963_407);
         (self.0 >> 33) % n
     }
-}
-
-fn claude_line(session: &str, i: usize, text: &str, at: &str) -> String {
-    let id = |n: usize| format!("{n:08x}-0000-4000-8000-{n:012x}");
-    let parent = if i == 0 {
-        Value::Null
-    } else {
-        Value::String(id(i))
-    };
-    let (kind, message) = if i.is_multiple_of(2) {
-        ("user", json!({"role": "user", "content": text}))
-    } else {
-        (
-            "assistant",
-            json!({"role": "assistant", "content": [{"type": "text", "text": text}]}),
-        )
-    };
-    json!({"parentUuid": parent, "isSidechain": false, "sessionId": session, "type": kind,
-        "message": message, "uuid": id(i + 1), "timestamp": at})
-    .to_string()
 }
 
 /// One MCP tool call over the relay's `/mcp` with an agent token (the current protocol revision: no handshake).
@@ -191,7 +171,7 @@ fn today_page_charts_the_corpus_per_day_and_site_in_light_and_dark() {
         let folder = home.join(".claude/projects").join(project);
         std::fs::create_dir_all(&folder).unwrap();
         let lines: Vec<String> = (0..n)
-            .map(|i| claude_line(session, i, &format!("step {i} of the work"), &at))
+            .map(|i| claude_code_line(session, i, &format!("step {i} of the work"), &at))
             .collect();
         std::fs::write(
             folder.join(format!("{session}.jsonl")),

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use personkit_shared::wire::Role;
-use personkit_testkit::{Relay, cli, cli_json, temp_db, turn_at};
+use personkit_testkit::{Relay, claude_code_line, cli, cli_json, temp_db, turn_at};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
@@ -15,26 +15,6 @@ use serde_json::{Value, json};
 
 fn stored(t: time::OffsetDateTime) -> String {
     personkit_store::clock::fmt_time(t)
-}
-
-fn claude_line(session: &str, i: usize, text: &str, at: &str) -> String {
-    let uuid = format!("{:08x}-0000-4000-8000-{:012x}", i + 1, i + 1);
-    let parent = if i == 0 {
-        Value::Null
-    } else {
-        Value::String(format!("{i:08x}-0000-4000-8000-{i:012x}"))
-    };
-    let (kind, message) = if i.is_multiple_of(2) {
-        ("user", json!({"role": "user", "content": text}))
-    } else {
-        (
-            "assistant",
-            json!({"role": "assistant", "content": [{"type": "text", "text": text}]}),
-        )
-    };
-    json!({"parentUuid": parent, "isSidechain": false, "sessionId": session, "type": kind,
-        "message": message, "uuid": uuid, "timestamp": at})
-    .to_string()
 }
 
 fn names(list: &Value) -> Vec<String> {
@@ -133,8 +113,8 @@ fn relay_with_graph() -> (tempfile::TempDir, Relay, String) {
         let dir = home.join(".claude/projects").join(folder);
         std::fs::create_dir_all(&dir).unwrap();
         let lines = [
-            claude_line(session, 0, text, &at),
-            claude_line(session, 1, "done", &at),
+            claude_code_line(session, 0, text, &at),
+            claude_code_line(session, 1, "done", &at),
         ];
         std::fs::write(
             dir.join(format!("{session}.jsonl")),

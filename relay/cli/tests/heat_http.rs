@@ -1,6 +1,7 @@
 //! Heat end to end against a real `personkit serve`: new turns, a thread opened in the dashboard (also from a
 //! search hit) and an agent's MCP `get_thread` count as uses; `?tier=` narrows the thread listings of the read
-//! API and the dashboard; `personkit heat list|recompute`; forgetting a thread drops its heat.
+//! API and the dashboard; `personkit heat list|recompute`; forgetting a thread drops its heat; an entity viewed in
+//! the dashboard or read by an agent is used too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use personkit_shared::wire::Role;
@@ -179,4 +180,26 @@ fn uses_heat_threads_and_tiers_filter_the_listings() {
     let rows = heat_rows(&relay);
     assert!(rows.iter().all(|r| r["id"] != often.as_str()), "{rows:?}");
     assert_eq!(rows.len(), 1);
+
+    // Viewing an entity — its dashboard page, an agent's `entity` call — is a use of it.
+    relay.cli_json(&["graph", "build", "--json"]);
+    let listed = relay.cli_json(&["graph", "list", "--json"]);
+    let entity = &listed.as_array().unwrap()[0];
+    let (eid, name) = (
+        entity["id"].as_str().unwrap().to_owned(),
+        entity["name"].as_str().unwrap().to_owned(),
+    );
+    for _ in 0..2 {
+        let page = relay
+            .http
+            .get_with(&format!("/entities/{eid}"), &[("cookie", &cookie)]);
+        assert_eq!(page.status, 200, "{}", page.body);
+    }
+    let r = mcp("entity", json!({"name": name}));
+    assert_eq!(r["isError"], false, "{r}");
+    let used = relay.cli_json(&["heat", "list", "--kind", "entity", "--json"]);
+    let used = used.as_array().unwrap();
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert_eq!(used[0]["id"], eid.as_str());
+    assert_eq!(used[0]["accesses"], 3, "{used:?}");
 }

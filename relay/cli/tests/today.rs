@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use personkit_testkit::{Relay, alternating_role, cli, cli_json, temp_db, turn_at};
+use personkit_testkit::{
+    Relay, alternating_role, claude_code_line, cli, cli_json, temp_db, turn_at,
+};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
 
@@ -15,26 +17,6 @@ const OFFSET: &str = "+05:30";
 
 fn stored(t: OffsetDateTime) -> String {
     personkit_store::clock::fmt_time(t)
-}
-
-fn claude_line(session: &str, i: usize, text: &str, at: &str) -> String {
-    let uuid = format!("{:08x}-0000-4000-8000-{:012x}", i + 1, i + 1);
-    let parent = if i == 0 {
-        Value::Null
-    } else {
-        Value::String(format!("{i:08x}-0000-4000-8000-{i:012x}"))
-    };
-    let (kind, message) = if i.is_multiple_of(2) {
-        ("user", serde_json::json!({"role": "user", "content": text}))
-    } else {
-        (
-            "assistant",
-            serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": text}]}),
-        )
-    };
-    serde_json::json!({"parentUuid": parent, "isSidechain": false, "sessionId": session, "type": kind,
-        "message": message, "uuid": uuid, "timestamp": at})
-    .to_string()
 }
 
 #[test]
@@ -112,7 +94,7 @@ fn today_counts_what_was_ingested_per_site_project_and_day() {
         let folder = home.join(".claude/projects").join(project);
         std::fs::create_dir_all(&folder).unwrap();
         let lines: Vec<String> = (0..n)
-            .map(|i| claude_line(session, i, &format!("{project} turn {i}"), &stored(today)))
+            .map(|i| claude_code_line(session, i, &format!("{project} turn {i}"), &stored(today)))
             .collect();
         std::fs::write(
             folder.join(format!("{session}.jsonl")),

@@ -60,11 +60,12 @@ pub struct Backend {
     pub profile_path: std::path::PathBuf,
     /// Where the day begins for `get_context`'s today (read at start: the process's local offset).
     pub local: time::UtcOffset,
-    /// Where a thread read with `get_thread` counts as a use for heat; `None`: not counted.
+    /// Where a thread read with `get_thread` or an entity read with `entity` counts as a use for heat; `None`: not
+    /// counted.
     pub uses: Option<Uses>,
 }
 
-/// Counts threads read by agents as uses (`personkit_heat`) through the server's writer. `personkit mcp` over
+/// Counts threads and entities read by agents as uses (`personkit_heat`) through the server's writer. `personkit mcp` over
 /// stdio reads on a read-only connection and counts nothing.
 #[derive(Debug, Clone)]
 pub struct Uses {
@@ -77,18 +78,19 @@ impl Uses {
         Uses { db }
     }
 
-    /// One use of `thread_id` at `at`. A failure is logged, never the caller's: the read it follows succeeded.
-    pub(crate) async fn thread_read(&self, thread_id: String, at: time::OffsetDateTime) {
+    /// One use of the record `id` of `kind` (`thread`, `entity`) at `at`. A failure is logged, never the caller's:
+    /// the read it follows succeeded.
+    pub(crate) async fn read(&self, kind: &'static str, id: String, at: time::OffsetDateTime) {
         let db = self.db.clone();
         let done = tokio::task::spawn_blocking(move || -> Result<(), String> {
-            db.write(|c| personkit_heat::record_access(c, "thread", &thread_id, at))
+            db.write(|c| personkit_heat::record_access(c, kind, &id, at))
                 .map_err(|e| e.to_string())
         })
         .await;
         match done {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "get_thread: the use was not counted"),
-            Err(e) => tracing::warn!(error = %e, "get_thread: the use was not counted"),
+            Ok(Err(e)) => tracing::warn!(kind, error = %e, "a read was not counted as a use"),
+            Err(e) => tracing::warn!(kind, error = %e, "a read was not counted as a use"),
         }
     }
 }

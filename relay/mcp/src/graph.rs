@@ -120,6 +120,10 @@ impl Personkit {
             })
             .await
             .map_err(|f| fail("entity", f))?;
+        if let Some(u) = &self.backend.uses {
+            u.read("entity", v.entity.id.clone(), self.backend.clock.now())
+                .await;
+        }
         let truncated = fit_view(&mut v, max.saturating_sub(max / 3));
         let text = view::compact(&v, max / 3);
         answer(text, &EntityOutput { view: v, truncated })

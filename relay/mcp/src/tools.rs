@@ -516,7 +516,7 @@ impl Personkit {
             .await
             .map_err(|f| fail("get_thread", f))?;
         if let Some(u) = &self.backend.uses {
-            u.thread_read(d.thread.id.clone(), self.backend.clock.now())
+            u.read("thread", d.thread.id.clone(), self.backend.clock.now())
                 .await;
         }
         // Long contents are cut to a share of the budget first (at least 1000 characters each).

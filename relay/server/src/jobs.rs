@@ -579,11 +579,6 @@ pub fn start_heat(
     Ok(HeatJob { stop: tx, thread })
 }
 
-        }
-    }
-    Ok(())
-}
-
 /// The running graph derivation; [`GraphJob::stop`] ends it (a pass in progress finishes first).
 #[derive(Debug)]
 pub struct GraphJob {

@@ -705,6 +705,29 @@ pub fn turn(surface: &str, conv: &str, role: Role, content: &str, ordinal: Optio
     turn_at(surface, conv, role, content, ordinal, None, &now_rfc3339())
 }
 
+/// One line of a Claude Code transcript (`~/.claude/projects/<encoded cwd>/<session>.jsonl`): turn `i` of
+/// `session`, the user's for even `i` (plain text content), the assistant's for odd (a text block), each naming
+/// the one before as its parent.
+pub fn claude_code_line(session: &str, i: usize, text: &str, at: &str) -> String {
+    let id = |n: usize| format!("{n:08x}-0000-4000-8000-{n:012x}");
+    let parent = if i == 0 {
+        Value::Null
+    } else {
+        Value::String(id(i))
+    };
+    let (kind, message) = if i.is_multiple_of(2) {
+        ("user", json!({"role": "user", "content": text}))
+    } else {
+        (
+            "assistant",
+            json!({"role": "assistant", "content": [{"type": "text", "text": text}]}),
+        )
+    };
+    json!({"parentUuid": parent, "isSidechain": false, "sessionId": session, "type": kind,
+        "message": message, "uuid": id(i + 1), "timestamp": at})
+    .to_string()
+}
+
 /// A valid thread_turn with every optional part chosen.
 pub fn turn_at(
     surface: &str,

@@ -1,14 +1,16 @@
 //! The project an agent session belongs to, read from where its tool keeps the transcript: most coding agents
 //! file sessions under a folder named after the working directory. Only the path is read (never the file), so
-//! the answer is the same wherever the source's folder was moved to: layouts are matched from the file's end.
+//! the answer is the same wherever the source's folder was moved to: layouts are matched from the file's end. An
+//! encoded working directory is looked up among this machine's directories (names only, a bounded walk).
 //!
 //! Per tool (the module of each parser names its format sources):
 //! - Claude Code `<root>/<encoded cwd>/<session>.jsonl` (sub-agents `<session>/subagents/<agent>.jsonl`), Qwen Code
 //!   `<root>/<encoded cwd>/chats/[archive/]<session>.jsonl`, Cursor's agent `<root>/<encoded cwd>/agent-transcripts/
 //!   **/<chat>.jsonl`: the working directory with every `/` (and `.`, and for Qwen every non-alphanumeric
 //!   character) written as `-`. That is lossy: `-home-ada-src-my-app` may have been `/home/ada/src/my-app` or
-//!   `/home/ada/src/my/app`, so the answer is the part after the last `-` (`app`) — the project folder's name
-//!   when it has no `-` of its own.
+//!   `/home/ada/src/my/app`. The directory on this machine whose encoding it is answers (`my-app`); when there is
+//!   none (the session ran elsewhere, its folder is gone), the part after the last `-` (`app`) — the project
+//!   folder's name when it has no `-` of its own.
 //! - Grok Build `<root>/<percent-encoded cwd>/<session>/<file>`: decoded exactly; the cwd's last part.
 //! - Gemini CLI `<root>/<project slug or hash>/chats/<session>`: newer builds name the folder by a slug of the
 //!   project's name (the answer), older ones by the sha256 of its path (no project).
@@ -86,12 +88,76 @@ pub fn project_of(source: &str, path: &Path) -> Option<String> {
     project.filter(|p| !p.is_empty() && p != "." && p != "..")
 }
 
-/// The part after the last `-` of a folder name that stands for a path with its separators written as `-`.
+/// The project folder's name of a folder name that stands for a path with its separators written as `-`: the
+/// name of the directory on this machine the encoding came from, when one exists ([`on_disk`]), else the part
+/// after the last `-`.
 fn last_dashed(folder: &str) -> Option<String> {
+    if let Some(name) = on_disk(folder) {
+        return Some(name);
+    }
     folder
         .rsplit('-')
         .find(|s| !s.is_empty())
         .map(str::to_owned)
+}
+
+/// Most directories [`on_disk`] lists for one folder name.
+const MAX_LISTINGS: usize = 64;
+/// Most entries it reads of one directory.
+const MAX_ENTRIES: usize = 5_000;
+
+/// The last part of the absolute path on this machine whose encoding (every character that is not a letter or
+/// digit written as `-`) is `folder`, found by walking down from `/` and matching directory names against the
+/// encoded text; `None` when no directory matches (the session ran on another machine, or its folder is gone).
+/// Several names may match at one level (`my` and `my-app`): each is tried, within [`MAX_LISTINGS`] listings.
+fn on_disk(folder: &str) -> Option<String> {
+    let rest = folder.strip_prefix('-').unwrap_or(folder);
+    if rest.is_empty() || cfg!(windows) {
+        return None;
+    }
+    let mut listings = 0;
+    walk(Path::new("/"), rest, &mut listings)
+}
+
+fn walk(dir: &Path, rest: &str, listings: &mut usize) -> Option<String> {
+    if *listings >= MAX_LISTINGS {
+        return None;
+    }
+    *listings += 1;
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .take(MAX_ENTRIES)
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| encodes(n, rest))
+        .collect();
+    // The longest name first: `my-app` before `my` when both are there.
+    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    for name in names {
+        let after = &rest[name.len()..];
+        if after.is_empty() {
+            return Some(name);
+        }
+        if let Some(found) = after
+            .strip_prefix('-')
+            .and_then(|next| walk(&dir.join(&name), next, listings))
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// Whether `rest` starts with the encoding of `name`, followed by its end or a separator.
+fn encodes(name: &str, rest: &str) -> bool {
+    let (n, r) = (name.as_bytes(), rest.as_bytes());
+    !n.is_empty()
+        && n.len() <= r.len()
+        && n.iter()
+            .zip(r)
+            .all(|(&c, &e)| c == e || (e == b'-' && !c.is_ascii_alphanumeric()))
+        && (n.len() == r.len() || r[n.len()] == b'-')
 }
 
 /// `%2Fhome%2Fada` → `/home/ada`; `None` for a broken escape or bytes that are not UTF-8.
@@ -160,6 +226,52 @@ mod tests {
         );
         // A session started in `/`.
         assert_eq!(p(s, "/home/ada/.claude/projects/-/s.jsonl"), None);
+    }
+
+    #[test]
+    fn a_working_directory_on_this_machine_keeps_the_dashes_of_its_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        // `my` beside `my-app`, and a dotted folder: the encoding alone cannot tell them apart.
+        for d in ["src/my-app", "src/my/app", "site.io/web"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let encoded = |rel: &str| {
+            root.join(rel)
+                .to_str()
+                .unwrap()
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .collect::<String>()
+        };
+        let claude = |rel: &str| {
+            p(
+                "claude-code",
+                &format!("/cfg/projects/{}/s.jsonl", encoded(rel)),
+            )
+        };
+        assert_eq!(claude("src/my-app").as_deref(), Some("my-app"));
+        assert_eq!(claude("site.io/web").as_deref(), Some("web"));
+        assert_eq!(
+            p(
+                "qwen-code",
+                &format!("/q/projects/{}/chats/s.jsonl", encoded("site.io"))
+            )
+            .as_deref(),
+            Some("site.io")
+        );
+        // Cursor's agent drops the leading `-`.
+        let cursor = encoded("src/my-app");
+        assert_eq!(
+            p(
+                "cursor-agent",
+                &format!("/c/projects/{}/agent-transcripts/x.jsonl", &cursor[1..])
+            )
+            .as_deref(),
+            Some("my-app")
+        );
+        // Gone from this machine: the part after the last `-`, as before.
+        assert_eq!(claude("src/gone-app").as_deref(), Some("app"));
     }
 
     #[test]

@@ -100,6 +100,15 @@ pub(super) async fn page(
     })
     .await?;
     let now = st.clock.now();
+    // Viewing an entity is a use of it (heat).
+    let (db, entity_id) = (st.db.clone(), v.entity.id.clone());
+    let counted = tokio::task::spawn_blocking(move || {
+        db.write(|c| personkit_heat::record_access(c, "entity", &entity_id, now))
+    })
+    .await;
+    if !matches!(counted, Ok(Ok(()))) {
+        tracing::warn!("a viewed entity was not counted as a use");
+    }
     let title = v.entity.name.clone();
     let ctx = ctx(st, secret);
     Ok(layout(&ctx, "/entities", &title, render(&v, now)))
