@@ -237,6 +237,16 @@ pub mod baseline {
         Ok(chars)
     }
 
+    /// The entities one relation away from `id`, either direction, at most `limit`: ids only, no names, no order.
+    pub fn adjacent(conn: &Connection, id: &str, limit: u32) -> Result<Vec<String>, DbError> {
+        let mut st = conn.prepare_cached(
+            "SELECT object_id FROM relations WHERE subject_id = ?1
+             UNION ALL SELECT subject_id FROM relations WHERE object_id = ?1 LIMIT ?2",
+        )?;
+        let rows = st.query_map(params![id, limit], |r| r.get(0))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
     /// The `limit` best full-text matches of an FTS expression, with their text and thread title.
     pub fn keyword_hits(conn: &Connection, fts: &str, limit: u32) -> Result<usize, DbError> {
         let mut st = conn.prepare_cached(
