@@ -17,6 +17,7 @@ pub mod firefox;
 pub mod fixtures;
 pub mod generated;
 pub mod http;
+pub mod page;
 pub mod proxy;
 pub mod relay;
 pub mod screenshots;

@@ -11,68 +11,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use personkit_e2e::chromium::{Chromium, LaunchOptions, Tab};
+use personkit_e2e::chromium::{Chromium, LaunchOptions};
+use personkit_e2e::page::{click_and_wait, eval_json, text_of};
 use personkit_e2e::screenshots;
 use personkit_shared::time::rfc3339;
-use personkit_testkit::{Relay, alternating_role, claude_code_line, cli, temp_db, turn_at};
-use serde_json::{Value, json};
+use personkit_testkit::{Relay, alternating_role, claude_code_line, cli, git, temp_db, turn_at};
+use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(15);
 const DAY_MS: i64 = 86_400_000;
-
-fn text_of(tab: &Tab) -> String {
-    tab.eval("document.body.innerText")
-        .unwrap()
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn eval_json(tab: &Tab, expr: &str) -> Value {
-    let s = tab.eval(&format!("JSON.stringify({expr})")).unwrap();
-    serde_json::from_str(s.as_str().unwrap()).unwrap()
-}
-
-/// Clicks the first link matching `selector` and waits for the page it opens.
-fn follow(tab: &Tab, selector: &str, then: &str) {
-    let sel = serde_json::to_string(selector).unwrap();
-    let clicked = tab
-        .eval(&format!(
-            "(() => {{ const a = document.querySelector({sel}); if (!a) return false; window.__left = false; a.click(); return true; }})()"
-        ))
-        .unwrap();
-    assert_eq!(clicked, json!(true), "{selector}: {}", text_of(tab));
-    tab.wait_for(
-        &format!("window.__left === undefined && document.readyState === 'complete' && ({then})"),
-        WAIT,
-    )
-    .unwrap_or_else(|e| panic!("after {selector} ({e}): {}", text_of(tab)));
-}
-
-fn git(repo: &Path, args: &[&str], when: &str) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(repo)
-        .env("GIT_AUTHOR_NAME", "Ada Lovelace")
-        .env("GIT_AUTHOR_EMAIL", "ada@example.org")
-        .env("GIT_COMMITTER_NAME", "Ada Lovelace")
-        .env("GIT_COMMITTER_EMAIL", "ada@example.org")
-        .env("GIT_AUTHOR_DATE", when)
-        .env("GIT_COMMITTER_DATE", when)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[test]
 fn entity_pages_show_relations_threads_events_and_a_timeline_in_light_and_dark() {
@@ -237,11 +186,13 @@ fn entity_pages_show_relations_threads_events_and_a_timeline_in_light_and_dark()
     ))
     .unwrap();
     assert!(about.contains(&"orbit".to_owned()), "{about:?}");
-    follow(
+    click_and_wait(
         &tab,
         &format!("#thread-entities a[href=\"/entities/{orbit_id}\"]"),
         "location.pathname.startsWith('/entities/')",
-    );
+        WAIT,
+    )
+    .unwrap();
     assert_eq!(
         eval_json(&tab, "document.querySelector('h1').innerText"),
         json!("orbit")
@@ -301,11 +252,13 @@ fn entity_pages_show_relations_threads_events_and_a_timeline_in_light_and_dark()
     screenshots::shoot(&tab, &shots, "entity-project").unwrap();
 
     // Claude Code, one click on: the tool, its maker, both projects.
-    follow(
+    click_and_wait(
         &tab,
         "table.relations td.title a",
         "location.pathname.startsWith('/entities/')",
-    );
+        WAIT,
+    )
+    .unwrap();
     let page = text_of(&tab);
     assert!(page.contains("Anthropic"), "{page}");
     assert!(page.contains("kite") && page.contains("orbit"), "{page}");
@@ -347,11 +300,13 @@ fn entity_pages_show_relations_threads_events_and_a_timeline_in_light_and_dark()
     screenshots::shoot(&tab, &shots, "entity-repository").unwrap();
 
     // The list of entities, from the navigation.
-    follow(
+    click_and_wait(
         &tab,
         "header nav a[href=\"/entities\"]",
         "location.pathname === '/entities'",
-    );
+        WAIT,
+    )
+    .unwrap();
     let listed = text_of(&tab);
     for name in ["orbit", "kite", "atlas", "Claude Code", "ChatGPT"] {
         assert!(listed.contains(name), "{name} in {listed}");

@@ -11,42 +11,13 @@
 use std::time::Duration;
 
 use personkit_e2e::chromium::{Chromium, LaunchOptions, Tab};
+use personkit_e2e::page::{click_and_wait, eval_json, text_of};
 use personkit_e2e::screenshots;
 use personkit_shared::time::rfc3339;
 use personkit_testkit::{Relay, alternating_role, temp_db, thread_id, turn_at};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(15);
-
-fn text_of(tab: &Tab) -> String {
-    tab.eval("document.body.innerText")
-        .unwrap()
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn eval_json(tab: &Tab, expr: &str) -> Value {
-    let s = tab.eval(&format!("JSON.stringify({expr})")).unwrap();
-    serde_json::from_str(s.as_str().unwrap()).unwrap()
-}
-
-/// Submits the form around `selector` (a button) and waits for the page it leads to (a new document: the marker
-/// set on this one is gone).
-fn press(tab: &Tab, selector: &str, then: &str) {
-    let sel = serde_json::to_string(selector).unwrap();
-    let clicked = tab
-        .eval(&format!(
-            "(() => {{ const b = document.querySelector({sel}); if (!b || b.disabled) return false; window.__left = false; b.click(); return true; }})()"
-        ))
-        .unwrap();
-    assert_eq!(clicked, json!(true), "{selector}: {}", text_of(tab));
-    tab.wait_for(
-        &format!("window.__left === undefined && document.readyState === 'complete' && ({then})"),
-        WAIT,
-    )
-    .unwrap_or_else(|e| panic!("after {selector} ({e}): {}", text_of(tab)));
-}
 
 /// The text of the short tier's section.
 fn short_section(tab: &Tab) -> String {
@@ -154,11 +125,13 @@ fn memory_page_writes_the_profile_runs_tiers_and_shows_history_in_light_and_dark
         serde_json::to_string(profile).unwrap()
     ))
     .unwrap();
-    press(
+    click_and_wait(
         &tab,
         "form.profile button[type=submit]",
         "location.search.includes('done=profile')",
-    );
+        WAIT,
+    )
+    .unwrap();
     assert!(
         text_of(&tab).contains("Profile saved."),
         "{}",
@@ -186,11 +159,13 @@ fn memory_page_writes_the_profile_runs_tiers_and_shows_history_in_light_and_dark
     );
 
     // Short, run now: the page shows the version, quoting each conversation's first prompt.
-    press(
+    click_and_wait(
         &tab,
         "section[aria-labelledby=\"short-h\"] form button[type=submit]",
         "location.search.includes('done=ran')",
-    );
+        WAIT,
+    )
+    .unwrap();
     let short = short_section(&tab);
     assert!(short.contains("Version 1"), "{short}");
     for (_, _, prompt, _) in convs {
@@ -204,11 +179,13 @@ fn memory_page_writes_the_profile_runs_tiers_and_shows_history_in_light_and_dark
     );
 
     // Mid has no model configured here: the page says what went wrong and what to do; short keeps its version.
-    press(
+    click_and_wait(
         &tab,
         "section[aria-labelledby=\"mid-h\"] form button[type=submit]",
         "!!document.querySelector('main')",
-    );
+        WAIT,
+    )
+    .unwrap();
     let after_mid = text_of(&tab);
     assert!(
         after_mid.contains("That did not work") && after_mid.contains("[llm]"),
@@ -230,11 +207,13 @@ fn memory_page_writes_the_profile_runs_tiers_and_shows_history_in_light_and_dark
     let short = short_section(&tab);
     assert!(short.contains("1 version(s)"), "withdrawn: {short}");
     assert!(!short.contains("home office"), "{short}");
-    press(
+    click_and_wait(
         &tab,
         "section[aria-labelledby=\"short-h\"] form button[type=submit]",
         "location.search.includes('done=ran')",
-    );
+        WAIT,
+    )
+    .unwrap();
     let short = short_section(&tab);
     assert!(short.contains("Version 2"), "{short}");
     assert!(short.contains("garden shed be?"), "{short}");

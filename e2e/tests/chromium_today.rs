@@ -12,7 +12,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use personkit_e2e::chromium::{Chromium, LaunchOptions, Tab};
+use personkit_e2e::chromium::{Chromium, LaunchOptions};
+use personkit_e2e::page::{eval_json, text_of};
 use personkit_e2e::screenshots;
 use personkit_shared::time::{day, rfc3339};
 use personkit_testkit::{Relay, alternating_role, claude_code_line, cli, temp_db, turn_at};
@@ -26,19 +27,6 @@ const SITES: [&str; 4] = [
     "browser-ext:gemini",
     "browser-ext:deepseek",
 ];
-
-fn text_of(tab: &Tab) -> String {
-    tab.eval("document.body.innerText")
-        .unwrap()
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn eval_json(tab: &Tab, expr: &str) -> Value {
-    let s = tab.eval(&format!("JSON.stringify({expr})")).unwrap();
-    serde_json::from_str(s.as_str().unwrap()).unwrap()
-}
 
 /// A small deterministic generator (the same corpus on every run, relative to today).
 struct Lcg(u64);

@@ -4,12 +4,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use personkit_events::{Config, Report, Source, run};
 use personkit_shared::wire::{ClientInfo, Role, build_observation};
 use personkit_store::Connection;
 use personkit_store::events::{self, Filter};
+use personkit_testkit::git;
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::macros::datetime;
@@ -61,28 +61,6 @@ impl Fixture {
         v.reverse();
         v
     }
-}
-
-fn git(repo: &Path, args: &[&str], when: &str) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "Ada Lovelace")
-        .env("GIT_AUTHOR_EMAIL", "ada@example.org")
-        .env("GIT_COMMITTER_NAME", "Ada Lovelace")
-        .env("GIT_COMMITTER_EMAIL", "ada@example.org")
-        .env("GIT_AUTHOR_DATE", when)
-        .env("GIT_COMMITTER_DATE", when)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn commit(repo: &Path, file: &str, text: &str, message: &str, when: &str) {

@@ -705,6 +705,30 @@ pub fn turn(surface: &str, conv: &str, role: Role, content: &str, ordinal: Optio
     turn_at(surface, conv, role, content, ordinal, None, &now_rfc3339())
 }
 
+/// Runs `git <args>` in `repo` as the test's author (Ada Lovelace) at `when` (author and committer date), with no
+/// system or user git configuration; panics with git's own message when it fails.
+pub fn git(repo: &Path, args: &[&str], when: &str) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "Ada Lovelace")
+        .env("GIT_AUTHOR_EMAIL", "ada@example.org")
+        .env("GIT_COMMITTER_NAME", "Ada Lovelace")
+        .env("GIT_COMMITTER_EMAIL", "ada@example.org")
+        .env("GIT_AUTHOR_DATE", when)
+        .env("GIT_COMMITTER_DATE", when)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap_or_else(|e| panic!("run git: {e}"));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// One line of a Claude Code transcript (`~/.claude/projects/<encoded cwd>/<session>.jsonl`): turn `i` of
 /// `session`, the user's for even `i` (plain text content), the assistant's for odd (a text block), each naming
 /// the one before as its parent.
