@@ -3,10 +3,10 @@
 //! `cargo bench -p personkit-bench --bench graph -- --messages 1000000 --entities 100000 [--db PATH] [--queries 300] [--json]`
 //!
 //! The corpus is the search-latency benchmark's (`latency::build_corpus`, threads of 50). The graph is synthetic,
-//! written through the store's own write path (`personkit_store::graph::upsert_entity`, `add_relation`, sources
-//! on the corpus's threads): entities of every kind, with 3 relations per entity on average, a fifth of them to
-//! a few hundred hubs (the tools, models and organisations most threads touch), so a walk meets both sparse
-//! and crowded corners. Timed, one query at a time:
+//! loaded straight into the tables (`bulk::load_graph`, the ids `personkit_store::graph` gives, one alias and one
+//! thread source each): entities of every kind, 3 relations per entity on average, a fifth of them to a few
+//! hundred hubs (the tools, models and organisations most threads touch), so a walk meets both sparse and
+//! crowded corners. Timed, one query at a time:
 //!
 //! - `graph::neighbours` at depth 1 and 2 (the shipped fan-out, 200 relations per entity) from random entities;
 //! - `graph::path` (depth ≤ 4) between pairs known to be joined within 3 relations (a random walk from the first
@@ -24,8 +24,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use personkit_bench::{bench_args, latency};
 use personkit_cli::output::progress_bar;
-use personkit_store::bulk::{self, baseline};
-use personkit_store::graph::{self, How, Source, SourceKind};
+use personkit_store::bulk::{self, BulkEntity, BulkRelation, baseline};
+use personkit_store::graph;
 use personkit_store::{Connection, clock::fmt_time};
 use personkit_testkit::Rng;
 use serde::Serialize;
@@ -144,7 +144,7 @@ fn run(a: &Args, path: &std::path::Path) -> anyhow::Result<Report> {
     }
     let build_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let ids = ensure_graph(&conn, a.entities, a.messages / THREAD_LEN)?;
+    let ids = ensure_graph(&mut conn, a.entities, a.messages / THREAD_LEN)?;
     let graph_secs = t.elapsed().as_secs_f64();
     let (entities, relations) = counts(&conn)?;
 
@@ -237,12 +237,11 @@ fn counts(conn: &Connection) -> anyhow::Result<(u64, u64)> {
     Ok((read("bench:entities")?, read("bench:relations")?))
 }
 
-/// The graph's entity ids, writing the synthetic graph first when the corpus has none.
-fn ensure_graph(conn: &Connection, n: usize, threads: usize) -> anyhow::Result<Vec<String>> {
+/// The graph's entity ids, loading the synthetic graph first when the corpus has none.
+fn ensure_graph(conn: &mut Connection, n: usize, threads: usize) -> anyhow::Result<Vec<String>> {
     if let Some(ids) = graph::state(conn, "bench:ids")? {
         return Ok(serde_json::from_str(&ids)?);
     }
-    let now = time::OffsetDateTime::now_utc();
     let mut rng = Rng::new(0x6A10);
     let thread_ids: Vec<String> = (0..threads.max(1))
         .map(|t| {
@@ -258,59 +257,35 @@ fn ensure_graph(conn: &Connection, n: usize, threads: usize) -> anyhow::Result<V
             .to_string()
         })
         .collect();
-    let seen = fmt_time(now);
-    let source = |rng: &mut Rng| Source {
-        kind: SourceKind::Thread,
-        id: thread_ids[rng.below(thread_ids.len())].clone(),
-        how: How::Certain,
-        confidence: 1.0,
-        seen_at: seen.clone(),
-    };
-    let bar = progress_bar(n as u64, "entities");
-    let mut ids = Vec::with_capacity(n);
-    for chunk in (0..n).collect::<Vec<_>>().chunks(5_000) {
-        let tx = graph::begin(conn)?;
-        for &i in chunk {
+    let thread = |rng: &mut Rng| thread_ids[rng.below(thread_ids.len())].clone();
+    let entities: Vec<BulkEntity> = (0..n)
+        .map(|i| BulkEntity {
             // The first HUBS entities are tools, models and organisations; the rest of every kind.
-            let kind = if i < HUBS {
+            kind: if i < HUBS {
                 ["tool", "model", "organisation"][i % 3]
             } else {
                 KINDS[i % KINDS.len()]
-            };
-            let name = format!("{} {i}", latency::word(i));
-            let key = name.to_lowercase();
-            let id = graph::upsert_entity(&tx, kind, &name, &key, now)?;
-            graph::add_entity_source(&tx, &id, &source(&mut rng), now)?;
-            ids.push(id);
-        }
-        tx.commit()?;
-        bar.inc(chunk.len() as u64);
-    }
-    bar.finish_and_clear();
-    let want = n * 3;
-    let bar = progress_bar(want as u64, "relations");
-    let mut made = 0usize;
-    while made < want {
-        let tx = graph::begin(conn)?;
-        let mut k = 0;
-        while k < 5_000 && made < want {
-            let s = rng.below(n);
-            let o = if rng.below(5) == 0 {
+            }
+            .to_owned(),
+            name: format!("{} {i}", latency::word(i)),
+            thread_id: thread(&mut rng),
+        })
+        .collect();
+    let relations: Vec<BulkRelation> = (0..n * 3)
+        .map(|_| BulkRelation {
+            subject: rng.below(n),
+            predicate: PREDICATES[rng.below(PREDICATES.len())].to_owned(),
+            object: if rng.below(5) == 0 {
                 rng.below(HUBS.min(n))
             } else {
                 rng.below(n)
-            };
-            if s != o {
-                let p = PREDICATES[rng.below(PREDICATES.len())];
-                graph::add_relation(&tx, &ids[s], p, &ids[o], &source(&mut rng), now)?;
-                made += 1;
-                k += 1;
-            }
-        }
-        tx.commit()?;
-        bar.inc(k as u64);
-    }
-    bar.finish_and_clear();
+            },
+            thread_id: thread(&mut rng),
+        })
+        .collect();
+    let now = fmt_time(time::OffsetDateTime::now_utc());
+    let ids = bulk::load_graph(conn, &entities, &relations, &now)?;
+    let made = relations.iter().filter(|r| r.subject != r.object).count();
     graph::set_state(conn, "bench:ids", &serde_json::to_string(&ids)?)?;
     graph::set_state(conn, "bench:entities", &n.to_string())?;
     graph::set_state(conn, "bench:relations", &made.to_string())?;

@@ -122,6 +122,101 @@ pub fn tune_for_diagnostics(conn: &Connection, sql: &str) -> Result<(), DbError>
     Ok(())
 }
 
+/// One synthetic entity for [`load_graph`]: its kind, display name, and the thread that supports it.
+#[derive(Debug, Clone)]
+pub struct BulkEntity {
+    pub kind: String,
+    pub name: String,
+    pub thread_id: String,
+}
+
+/// One synthetic relation for [`load_graph`], between entities given by their index in the entity list.
+#[derive(Debug, Clone)]
+pub struct BulkRelation {
+    pub subject: usize,
+    pub predicate: String,
+    pub object: usize,
+    pub thread_id: String,
+}
+
+/// Replaces the graph with `entities` and `relations` (each with one alias, its lower-cased name, and one
+/// certain thread source), in one transaction, straight into the tables: the ids are the ones
+/// `crate::graph` gives, so its reads walk the result as they walk a derived graph. Returns the entity ids in
+/// order. Relations that repeat a triple or join an entity to itself are left out.
+pub fn load_graph(
+    conn: &mut Connection,
+    entities: &[BulkEntity],
+    relations: &[BulkRelation],
+    now: &str,
+) -> Result<Vec<String>, DbError> {
+    let tx = conn.transaction()?;
+    for table in [
+        "relation_sources",
+        "relations",
+        "entity_sources",
+        "entity_aliases",
+        "entity_merge_candidates",
+        "entities",
+    ] {
+        tx.execute(&format!("DELETE FROM {table}"), [])?;
+    }
+    let mut ids = Vec::with_capacity(entities.len());
+    {
+        let mut ent = tx.prepare(
+            "INSERT INTO entities (id, kind, name, created_at, origin_device, origin_seq)
+             VALUES (?1, ?2, ?3, ?4, 'bench', ?5)",
+        )?;
+        let mut alias = tx.prepare(
+            "INSERT INTO entity_aliases (entity_id, alias, created_at, origin_device, origin_seq)
+             VALUES (?1, ?2, ?3, 'bench', ?4)",
+        )?;
+        let mut src = tx.prepare(
+            "INSERT INTO entity_sources (entity_id, source_kind, source_id, how, confidence, seen_at, created_at)
+             VALUES (?1, 'thread', ?2, 'certain', 1.0, ?3, ?3)",
+        )?;
+        for (i, e) in entities.iter().enumerate() {
+            let key = e.name.to_lowercase();
+            let id = crate::graph::entity_id(&e.kind, &key);
+            ent.execute(params![id, e.kind, e.name, now, i as i64 + 1])?;
+            alias.execute(params![id, key, now, i as i64 + 1])?;
+            src.execute(params![id, e.thread_id, now])?;
+            ids.push(id);
+        }
+        let mut rel = tx.prepare(
+            "INSERT OR IGNORE INTO relations (id, subject_id, predicate, object_id, valid_from, valid_to,
+                 created_at, origin_device, origin_seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?5, 'bench', ?6)",
+        )?;
+        let mut rsrc = tx.prepare(
+            "INSERT OR IGNORE INTO relation_sources (relation_id, source_kind, source_id, how, confidence,
+                 seen_at, created_at)
+             VALUES (?1, 'thread', ?2, 'certain', 1.0, ?3, ?3)",
+        )?;
+        for (i, r) in relations.iter().enumerate() {
+            let (Some(s), Some(o)) = (ids.get(r.subject), ids.get(r.object)) else {
+                continue;
+            };
+            if s == o {
+                continue;
+            }
+            let id = crate::graph::relation_id(s, &r.predicate, o);
+            if rel.execute(params![
+                id,
+                s,
+                r.predicate,
+                o,
+                now,
+                (entities.len() + i) as i64 + 1
+            ])? == 1
+            {
+                rsrc.execute(params![id, r.thread_id, now])?;
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(ids)
+}
+
 /// SQLite's own heap in this process (every connection's page cache, statements and sorts): bytes in use now and
 /// the most in use since the last reset; `reset` starts a new high-water mark at the current use.
 pub fn sqlite_memory(reset: bool) -> (i64, i64) {

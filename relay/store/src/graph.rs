@@ -608,19 +608,28 @@ pub fn path(
     if from == to {
         return Ok(Some(Vec::new()));
     }
-    let mut came_by: HashMap<String, Edge> = HashMap::new();
+    // The walk reads ids only (a relation's ends and its validity, for the same order `edges_of` follows); the
+    // chain's names are read once it is found.
+    let mut came_by: HashMap<String, (String, String)> = HashMap::new();
     let mut seen: HashSet<String> = HashSet::from([from.to_owned()]);
     let mut queue: VecDeque<(String, u32)> = VecDeque::from([(from.to_owned(), 0)]);
+    let mut adjacent = conn.prepare_cached(
+        "SELECT id, subject_id, object_id FROM (
+             SELECT id, subject_id, object_id, valid_to FROM relations WHERE subject_id = ?1
+             UNION ALL SELECT id, subject_id, object_id, valid_to FROM relations WHERE object_id = ?1)
+         ORDER BY valid_to DESC, id LIMIT ?2",
+    )?;
     while let Some((at, d)) = queue.pop_front() {
         if d >= max_depth {
             continue;
         }
-        for e in edges_of(conn, &at, MAX_FAN_OUT)? {
-            let other = if e.subject.id == at {
-                e.object.id.clone()
-            } else {
-                e.subject.id.clone()
-            };
+        let edges: Vec<(String, String, String)> = adjacent
+            .query_map(params![at, MAX_FAN_OUT as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        for (rel, subject, object) in edges {
+            let other = if subject == at { object } else { subject };
             if seen.contains(&other) {
                 continue;
             }
@@ -628,21 +637,19 @@ pub fn path(
                 return Ok(None);
             }
             seen.insert(other.clone());
-            came_by.insert(other.clone(), e);
+            came_by.insert(other.clone(), (rel, at.clone()));
             if other == to {
                 let mut chain = Vec::new();
                 let mut cur = to.to_owned();
                 while cur != from {
-                    let Some(e) = came_by.get(&cur) else { break };
-                    cur = if e.subject.id == cur {
-                        e.object.id.clone()
-                    } else {
-                        e.subject.id.clone()
+                    let Some((rel, prev)) = came_by.get(&cur) else {
+                        break;
                     };
-                    chain.push(e.clone());
+                    chain.push(rel.clone());
+                    cur = prev.clone();
                 }
                 chain.reverse();
-                return Ok(Some(chain));
+                return Ok(Some(edges_by_ids(conn, &chain)?));
             }
             queue.push_back((other, d + 1));
         }
