@@ -74,6 +74,19 @@ pub struct Conversation {
 }
 
 impl Conversation {
+    /// The people who speak in the conversation (each turn's `"<speaker>: "` prefix), in order of first turn.
+    pub fn speakers(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for t in self.sessions.iter().flat_map(|s| &s.turns) {
+            if let Some((name, _)) = t.content.split_once(": ")
+                && !out.iter().any(|n| n == name)
+            {
+                out.push(name.to_owned());
+            }
+        }
+        out
+    }
+
     pub fn thread_ids(&self) -> Vec<String> {
         self.sessions.iter().map(|s| s.thread_id.clone()).collect()
     }

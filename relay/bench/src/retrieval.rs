@@ -42,6 +42,24 @@ pub struct Method {
     /// [`Query::dates`] and [`Query::when`]: the signals of time in the question.
     pub dates: f64,
     pub when: f64,
+    /// [`Query::heat`]: heat as a tiebreaker after fusion.
+    pub heat: bool,
+    /// What the corpus holds besides the turns while this method is asked.
+    pub setup: Setup,
+}
+
+/// The corpus as a method sees it. Each setup other than [`Setup::Turns`] is made inside a savepoint, the
+/// methods of that setup are asked, and the savepoint is rolled back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Setup {
+    /// The turns as the relay stored them (heat from one use per ingest batch, all at the same hour; no entities).
+    Turns,
+    /// Each conversation's speakers as person entities (what an extraction of people from the turns would find),
+    /// so the entity signal matches their names in a question.
+    Speakers,
+    /// Heat as if the conversations had been captured live: one use per turn at its session's time, recomputed
+    /// a day after the last session.
+    LiveHeat,
 }
 
 impl Method {
@@ -61,6 +79,8 @@ impl Method {
             turn_after: 0.0,
             dates: 0.0,
             when: 0.0,
+            heat: true,
+            setup: Setup::Turns,
         }
     }
 
@@ -81,6 +101,8 @@ impl Method {
             turn_after: after,
             dates,
             when,
+            heat: d.heat,
+            setup: Setup::Turns,
         }
     }
 }
@@ -121,6 +143,8 @@ pub fn ablations() -> Vec<Method> {
             turn_after: 0.0,
             dates: 0.0,
             when: 0.0,
+            heat: true,
+            setup: Setup::Turns,
         };
     let next = |name: &'static str, weights: Weights, context: f64| {
         expand(name, weights, 0.0, 0.0, context)
@@ -150,7 +174,61 @@ pub fn ablations() -> Vec<Method> {
         ..Method::shipped(name, before, after, dates, when)
     };
     let (b, a) = (d.turn_before, d.turn_after);
+    let shipped = || Method::shipped("", b, a, d.dates, d.when);
     vec![
+        Method {
+            name: "shipped + RRF k=60 instead of convex",
+            fusion: Fusion::Rrf,
+            ..shipped()
+        },
+        Method {
+            name: "shipped + RRF k=60 depth 20",
+            fusion: Fusion::Rrf,
+            depth: 20,
+            ..shipped()
+        },
+        Method {
+            name: "shipped - heat tiebreak",
+            heat: false,
+            ..shipped()
+        },
+        Method {
+            name: "shipped + heat from live capture",
+            setup: Setup::LiveHeat,
+            ..shipped()
+        },
+        Method {
+            name: "shipped + speakers as person entities",
+            setup: Setup::Speakers,
+            ..shipped()
+        },
+        Method {
+            name: "shipped + speakers as entities (entity 0.1)",
+            setup: Setup::Speakers,
+            weights: Weights {
+                entity: 0.1,
+                ..d.weights
+            },
+            ..shipped()
+        },
+        Method {
+            name: "shipped + speakers as entities (entity 0.6)",
+            setup: Setup::Speakers,
+            weights: Weights {
+                entity: 0.6,
+                ..d.weights
+            },
+            ..shipped()
+        },
+        Method {
+            name: "fts + speakers as person entities (entity 0.3)",
+            setup: Setup::Speakers,
+            weights: Weights {
+                entity: 0.3,
+                ..Weights::FTS_ONLY
+            },
+            ..Method::rrf("", Weights::FTS_ONLY, 60.0, 100)
+        },
         Method::shipped("hybrid, turn alone, no time signals", 0.0, 0.0, 0.0, 0.0),
         Method::shipped("hybrid, turn pairs only", b, a, 0.0, 0.0),
         Method::shipped("hybrid, turn pairs + dates", b, a, d.dates, 0.0),
@@ -426,7 +504,24 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
     if all.iter().any(|m| m.neighbours.is_some()) {
         neighbours::build(&conn)?;
     }
-    let (mut results, questions, skipped) = evaluate(&conn, embedder.as_deref(), &convs, &all)?;
+    let (plain, set_up): (Vec<Method>, Vec<Method>) =
+        all.into_iter().partition(|m| m.setup == Setup::Turns);
+    let (mut results, questions, skipped) = evaluate(&conn, embedder.as_deref(), &convs, &plain)?;
+    for setup in [Setup::Speakers, Setup::LiveHeat] {
+        let these: Vec<Method> = set_up
+            .iter()
+            .filter(|m| m.setup == setup)
+            .cloned()
+            .collect();
+        if these.is_empty() {
+            continue;
+        }
+        conn.execute_batch("SAVEPOINT setup")?;
+        let asked = prepare(&conn, &convs, setup)
+            .and_then(|()| evaluate(&conn, embedder.as_deref(), &convs, &these));
+        conn.execute_batch("ROLLBACK TO setup; RELEASE setup")?;
+        results.extend(asked?.0);
+    }
     if let (Some(mut ctx), Some(e)) = (ctx, &embedder) {
         embed_all(
             &mut ctx,
@@ -465,6 +560,41 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
         embed_secs,
         results,
     })
+}
+
+/// Makes `setup` in the corpus (inside the caller's savepoint).
+fn prepare(conn: &Connection, convs: &[Conversation], setup: Setup) -> anyhow::Result<()> {
+    let now = Clock::system().now();
+    match setup {
+        Setup::Turns => {}
+        Setup::Speakers => {
+            for c in convs {
+                for name in c.speakers() {
+                    let key = name.to_lowercase();
+                    personkit_store::graph::upsert_entity(conn, "person", &name, &key, now)?;
+                }
+            }
+        }
+        Setup::LiveHeat => {
+            let parse = |s: &str| {
+                time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+            };
+            let mut last = None;
+            conn.execute("DELETE FROM heat", [])?;
+            for s in convs.iter().flat_map(|c| &c.sessions) {
+                let at = parse(&s.occurred_at)?;
+                let thread = [s.thread_id.clone()];
+                for _ in &s.turns {
+                    personkit_heat::record_thread_accesses(conn, &thread, at)?;
+                }
+                last = last.max(Some(at));
+            }
+            if let Some(last) = last {
+                personkit_heat::recompute(conn, last + time::Duration::days(1))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn embed_all(
@@ -555,6 +685,7 @@ pub fn evaluate(
                 q.turn_after = m.turn_after;
                 q.dates = m.dates;
                 q.when = m.when;
+                q.heat = m.heat;
                 let t = Instant::now();
                 let r = match m.neighbours {
                     None => personkit_search::query(conn, &indexes, embedder, &q)?,

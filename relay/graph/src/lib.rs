@@ -10,6 +10,7 @@
 //! ([`view::merge`], called from the CLI, the HTTP API or the dashboard).
 
 pub mod derive;
+pub mod extract;
 pub mod run;
 pub mod similar;
 pub mod surfaces;

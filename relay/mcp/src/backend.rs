@@ -63,6 +63,8 @@ pub struct Backend {
     /// Where a thread read with `get_thread` or an entity read with `entity` counts as a use for heat; `None`: not
     /// counted.
     pub uses: Option<Uses>,
+    /// `[search]` of the settings file (the fusion a search uses).
+    pub search: personkit_search::settings::Settings,
 }
 
 /// Counts threads and entities read by agents as uses (`personkit_heat`) through the server's writer. `personkit mcp` over
@@ -120,7 +122,14 @@ impl Backend {
             profile_path: personkit_memory::profile::path(),
             local: time::UtcOffset::UTC,
             uses: None,
+            search: personkit_search::settings::Settings::default(),
         }
+    }
+
+    /// Searches with these settings (the fusion a search uses).
+    pub fn with_search(mut self, s: personkit_search::settings::Settings) -> Backend {
+        self.search = s;
+        self
     }
 
     /// Counts threads read with `get_thread` as uses through `u`.

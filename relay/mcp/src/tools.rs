@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use personkit_search::params::{Params, build_query};
+use personkit_search::params::{Params, build_query_with};
 use personkit_search::{SearchError, normalize_bound};
 use personkit_store::read::{
     self, MessageDetail, PageInfo, ReadError, ThreadSummary, Turn, compact,
@@ -298,8 +298,9 @@ impl Personkit {
                     until: a.until.clone(),
                     entity: None,
                     events: None,
+                    fusion: None,
                 };
-                let q = build_query(&params, b.clock.now()).map_err(search_fail)?;
+                let q = build_query_with(&params, b.clock.now(), &b.search).map_err(search_fail)?;
                 let out = personkit_search::query(conn, &b.indexes, b.embedder.as_deref(), &q)
                     .map_err(search_fail)?;
                 let knowledge = with_knowledge

@@ -19,6 +19,7 @@ pub mod index;
 pub mod indexer;
 pub mod pair;
 pub mod params;
+pub mod settings;
 pub mod text;
 pub mod when;
 
@@ -280,6 +281,8 @@ pub struct Hit {
 #[derive(Debug, Clone, Serialize)]
 pub struct QueryResult {
     pub query: String,
+    /// How the signals' rankings were combined.
+    pub fusion: Fusion,
     /// The embedder model used for the vector signal, if any.
     pub model: Option<String>,
     /// Signals that ran.
@@ -840,6 +843,7 @@ fn run<R: SearchReader + ?Sized>(
         if threads.is_empty() {
             return Ok(QueryResult {
                 query: q.text.clone(),
+                fusion: q.fusion,
                 model: None,
                 signals_used: Vec::new(),
                 signals_skipped: Vec::new(),
@@ -1025,6 +1029,7 @@ fn run<R: SearchReader + ?Sized>(
     }
     Ok(QueryResult {
         query: q.text.clone(),
+        fusion: q.fusion,
         model,
         signals_used,
         signals_skipped: skipped,

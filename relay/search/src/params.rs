@@ -4,7 +4,8 @@
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use crate::{Query, SearchError, normalize_bound};
+use crate::settings::Settings;
+use crate::{Fusion, Query, SearchError, normalize_bound};
 
 /// Query parameters. `thread` and `entity` may be comma-separated lists.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -18,6 +19,8 @@ pub struct Params {
     pub until: Option<String>,
     pub entity: Option<String>,
     pub events: Option<bool>,
+    /// `convex` or `rrf`; absent: the settings' choice ([`crate::settings::Settings`]).
+    pub fusion: Option<String>,
 }
 
 fn list(s: &Option<String>) -> Vec<String> {
@@ -32,8 +35,18 @@ fn list(s: &Option<String>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Builds a [`Query`] from parameters, or says what is wrong. Spans (`7d`) count back from `now`.
+/// Builds a [`Query`] from parameters with the default settings, or says what is wrong.
 pub fn build_query(p: &Params, now: OffsetDateTime) -> Result<Query, SearchError> {
+    build_query_with(p, now, &Settings::default())
+}
+
+/// Builds a [`Query`] from parameters, or says what is wrong. Spans (`7d`) count back from `now`; what the
+/// parameters leave open comes from `settings`.
+pub fn build_query_with(
+    p: &Params,
+    now: OffsetDateTime,
+    settings: &Settings,
+) -> Result<Query, SearchError> {
     let text = p.q.clone().unwrap_or_default();
     let mut q = Query::new(text);
     q.k = p.k.unwrap_or(10);
@@ -59,6 +72,12 @@ pub fn build_query(p: &Params, now: OffsetDateTime) -> Result<Query, SearchError
         .transpose()?;
     q.entities = list(&p.entity);
     q.include_events = p.events.unwrap_or(true);
+    q.fusion = match p.fusion.as_deref().filter(|f| !f.trim().is_empty()) {
+        None => settings.fusion,
+        Some(f) => Fusion::parse(f).ok_or_else(|| {
+            SearchError::BadRequest(format!("fusion {f:?} is not one of convex, rrf"))
+        })?,
+    };
     if q.text.trim().is_empty() && q.entities.is_empty() && q.since.is_none() && q.until.is_none() {
         return Err(SearchError::BadRequest(
             "the query is empty: give q (words), entity ids or a time window".into(),
@@ -70,4 +89,54 @@ pub fn build_query(p: &Params, now: OffsetDateTime) -> Result<Query, SearchError
         ));
     }
     Ok(q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(fusion: Option<&str>) -> Params {
+        Params {
+            q: Some("words".into()),
+            fusion: fusion.map(str::to_owned),
+            ..Params::default()
+        }
+    }
+
+    #[test]
+    fn the_query_names_its_fusion_or_the_settings_do() {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let rrf = Settings {
+            fusion: Fusion::Rrf,
+        };
+        assert_eq!(
+            build_query(&params(None), now).unwrap().fusion,
+            Fusion::Convex
+        );
+        assert_eq!(
+            build_query_with(&params(None), now, &rrf).unwrap().fusion,
+            Fusion::Rrf
+        );
+        assert_eq!(
+            build_query_with(&params(Some("")), now, &rrf)
+                .unwrap()
+                .fusion,
+            Fusion::Rrf
+        );
+        assert_eq!(
+            build_query_with(&params(Some("convex")), now, &rrf)
+                .unwrap()
+                .fusion,
+            Fusion::Convex
+        );
+        assert_eq!(
+            build_query(&params(Some(" Rrf ")), now).unwrap().fusion,
+            Fusion::Rrf
+        );
+        let e = build_query(&params(Some("borda")), now).unwrap_err();
+        assert!(
+            matches!(e, SearchError::BadRequest(ref m) if m.contains("borda")),
+            "{e}"
+        );
+    }
 }

@@ -609,6 +609,7 @@ pub fn start_graph(
         .name("graph".into())
         .spawn(move || {
             let mut conn = None;
+            let mut extraction = Extraction::default();
             loop {
                 if conn.is_none() {
                     conn = personkit_store::db::open(&path).ok();
@@ -624,6 +625,9 @@ pub fn start_graph(
                     tracing::warn!(code = e.code(), "graph pass failed; tried again next tick");
                     conn = None;
                 }
+                if let Some(c) = &conn {
+                    extraction.tick(c, &path, clock.now());
+                }
                 match rx.recv_timeout(interval) {
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                     _ => return,
@@ -631,6 +635,63 @@ pub fn start_graph(
             }
         })?;
     Ok(GraphJob { stop: tx, thread })
+}
+
+/// The model-based entity extraction as the graph job runs it: only with `[graph] extract = true` and a model
+/// configured; the model is opened when there are turns to read and closed when there are none.
+#[derive(Default)]
+struct Extraction {
+    model: Option<std::sync::Arc<dyn personkit_llm::ChatModel>>,
+}
+
+impl Extraction {
+    fn tick(&mut self, conn: &personkit_store::Connection, db: &Path, now: time::OffsetDateTime) {
+        let Ok(llm) = personkit_llm::LlmConfig::load(Some(db)) else {
+            return;
+        };
+        let settings = match personkit_graph::extract::Settings::load(llm.file.as_deref()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(
+                    code = e.code(),
+                    "[graph] settings unusable; extraction skipped"
+                );
+                return;
+            }
+        };
+        if !settings.extract {
+            self.model = None;
+            return;
+        }
+        if self.model.is_none() {
+            match personkit_llm::open(&llm) {
+                Ok(m) => self.model = m,
+                Err(e) => {
+                    tracing::warn!(code = e.code(), "entity extraction: the model did not open");
+                    return;
+                }
+            }
+        }
+        let Some(model) = &self.model else { return };
+        let mut knowledge =
+            personkit_knowledge::Settings::load(llm.file.as_deref()).unwrap_or_default();
+        knowledge.call_timeout = llm.timeout();
+        let limits = personkit_graph::extract::Limits {
+            calls: settings.extract_calls,
+            timeout: knowledge.call_timeout,
+        };
+        match personkit_graph::extract::run(conn, model.as_ref(), &knowledge, limits, now) {
+            Ok(r) if !r.more => self.model = None,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(
+                    code = e.code(),
+                    "entity extraction failed; tried again next tick"
+                );
+                self.model = None;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -141,7 +141,10 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let embed_path = config.db_path.clone();
     let (embedder, search_line) =
         tokio::task::spawn_blocking(move || jobs::configured_embedder(&embed_path)).await?;
+    let search = personkit_search::settings::Settings::for_db(&config.db_path)
+        .map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))?;
     let state = AppState::new(db, config.api.clone(), clock.clone())
+        .with_search(search)
         .with_embedder(embedder)
         .with_local(config.local_offset);
     let embed_worker = jobs::start(&state);

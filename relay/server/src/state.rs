@@ -38,6 +38,8 @@ pub struct AppState {
     pub profile_path: std::path::PathBuf,
     /// Held while a memory tier is distilled (by a request or the schedule): one at a time.
     pub memory_busy: Arc<tokio::sync::Mutex<()>>,
+    /// `[search]` of the settings file: the fusion a query uses when it names none.
+    pub search: personkit_search::settings::Settings,
 }
 
 impl AppState {
@@ -55,7 +57,14 @@ impl AppState {
             local: time::UtcOffset::UTC,
             profile_path: personkit_memory::profile::path(),
             memory_busy: Arc::default(),
+            search: personkit_search::settings::Settings::default(),
         }
+    }
+
+    /// The same state with these search settings.
+    pub fn with_search(mut self, search: personkit_search::settings::Settings) -> AppState {
+        self.search = search;
+        self
     }
 
     /// The same state reading and writing the profile at `path`.

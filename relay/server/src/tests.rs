@@ -224,7 +224,7 @@ fn statuses(r: &Reply) -> Vec<String> {
         .collect()
 }
 
-fn assert_error(r: &Reply, status: StatusCode, code: &str) {
+pub(crate) fn assert_error(r: &Reply, status: StatusCode, code: &str) {
     assert_eq!(r.status, status, "{}", r.body);
     assert_eq!(r.body["code"], code, "{}", r.body);
     assert!(
@@ -990,6 +990,14 @@ async fn query_route_uses_the_states_embedder_and_indexes() {
     assert_eq!(r.body["model"], "test:concepts@1");
     assert_eq!(r.body["hits"][0]["snippet"], "my car brakes squeal");
     assert_eq!(r.body["hits"][0]["matched_via"], json!(["vector"]));
+    assert_eq!(r.body["fusion"], "convex", "the default fusion");
+    // Reciprocal rank fusion on request finds the same turn, and says it fused by rank.
+    let r = h
+        .get("/v1/query?q=vehicle&k=1&fusion=RRF", Some(&token))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["fusion"], "rrf");
+    assert_eq!(r.body["hits"][0]["snippet"], "my car brakes squeal");
     // The state's index now holds both vectors.
     let held = h
         .state
@@ -1010,6 +1018,7 @@ async fn query_route_uses_the_states_embedder_and_indexes() {
         "/v1/query?q=x&k=0",
         "/v1/query?q=x&k=abc",
         "/v1/query?q=x&role=robot",
+        "/v1/query?q=x&fusion=borda",
         "/v1/query",
     ] {
         assert_error(

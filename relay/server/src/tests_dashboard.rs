@@ -8,7 +8,7 @@ use personkit_shared::wire::Role;
 use serde_json::{Value, json};
 use time::Duration;
 
-use crate::tests::{CHATGPT, Harness, Reply, harness, turn};
+use crate::tests::{CHATGPT, Harness, Reply, assert_error, harness, turn};
 
 /// A corpus: thread "a" (3 turns, the second edited once, hostile title), thread "b" (1 turn).
 async fn filled() -> (Harness, String) {
@@ -1575,4 +1575,139 @@ async fn entity_pages_show_relations_threads_and_a_timeline_and_threads_link_the
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     let signed_out = get_with(&h, &format!("/entities/{id}"), &[]).await;
     assert_eq!(signed_out.status, StatusCode::UNAUTHORIZED);
+}
+
+/// Names a model found: a device token lists them and decides; an approved name is an entity with its turn as the
+/// source; a rejected one is not; an agent token can neither read nor decide (unapproved model output never reaches
+/// an agent); an unknown id or decision is a 404 with the error shape.
+#[tokio::test]
+async fn proposals_are_the_users_to_read_and_decide() {
+    let h = harness();
+    let token = h.pair().await;
+    let items = vec![turn(
+        "p1",
+        Role::User,
+        "I met Priya Raman in Lisbon",
+        Some(0),
+        None,
+        "2026-11-20T09:00:00Z",
+    )];
+    assert_eq!(h.send(&token, &items).await.status, StatusCode::OK);
+    let now = h.state().clock.now();
+    let (priya, lisbon) = h
+        .state()
+        .db
+        .write(|c| {
+            let (mid, tid): (String, String) =
+                c.query_row("SELECT id, thread_id FROM messages LIMIT 1", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            let mut ids = Vec::new();
+            for (kind, name) in [("person", "Priya Raman"), ("place", "Lisbon")] {
+                let key = name.to_lowercase();
+                let (id, _) = personkit_store::proposals::propose(
+                    c,
+                    &personkit_store::proposals::Mention {
+                        kind,
+                        name,
+                        key: &key,
+                        confidence: 0.9,
+                        model: "scripted:test",
+                        message_id: &mid,
+                        thread_id: &tid,
+                        seen_at: "2026-11-20T09:00:00.000Z",
+                    },
+                    now,
+                )?;
+                ids.push(id);
+            }
+            Ok::<_, personkit_store::DbError>((ids[0].clone(), ids[1].clone()))
+        })
+        .unwrap();
+    let (_, agent) = h
+        .state()
+        .db
+        .write(|c| personkit_store::auth::create_agent(c, "claude", now))
+        .unwrap();
+    let r = h.get("/v1/graph/proposals", Some(agent.expose())).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    assert_eq!(r.body["code"], "read_only_token");
+    let r = h
+        .post(
+            &format!("/v1/graph/proposals/{priya}/approve"),
+            Some(agent.expose()),
+            "",
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+
+    let r = h.get("/v1/graph/proposals", Some(&token)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(
+        r.body["proposals"].as_array().unwrap().len(),
+        2,
+        "{}",
+        r.body
+    );
+    assert_error(
+        &h.get("/v1/graph/proposals?state=maybe", Some(&token)).await,
+        StatusCode::BAD_REQUEST,
+        "bad_query",
+    );
+    // Before approval the graph does not know the name, for any token.
+    let none = h.get("/v1/entities?q=priya", Some(&token)).await;
+    assert_eq!(
+        none.body["entities"].as_array().unwrap().len(),
+        0,
+        "{}",
+        none.body
+    );
+
+    let r = h
+        .post(
+            &format!("/v1/graph/proposals/{priya}/approve"),
+            Some(&token),
+            "",
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let entity = r.body["entity_id"].as_str().unwrap().to_owned();
+    let r = h
+        .post(
+            &format!("/v1/graph/proposals/{lisbon}/reject"),
+            Some(&token),
+            "",
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let found = h.get("/v1/entities?q=priya", Some(agent.expose())).await;
+    assert_eq!(
+        found.body["entities"][0]["id"],
+        entity.as_str(),
+        "{}",
+        found.body
+    );
+    let gone = h.get("/v1/entities?q=lisbon", Some(&token)).await;
+    assert_eq!(gone.body["entities"].as_array().unwrap().len(), 0);
+    let rejected = h
+        .get("/v1/graph/proposals?state=rejected", Some(&token))
+        .await;
+    assert_eq!(rejected.body["proposals"][0]["name"], "Lisbon");
+
+    assert_error(
+        &h.post("/v1/graph/proposals/nope/approve", Some(&token), "")
+            .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    assert_error(
+        &h.post(
+            &format!("/v1/graph/proposals/{lisbon}/maybe"),
+            Some(&token),
+            "",
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
 }

@@ -171,6 +171,7 @@ pub(crate) fn remove_selected(
     crate::memory::forget_selected(tx, &now_s)?;
     crate::events::forget_selected(tx)?;
     crate::graph::forget_selected(tx)?;
+    crate::proposals::forget_selected(tx)?;
     // Cached embeddings of these texts, unless another row still uses the same text.
     tx.execute(
         "DELETE FROM embeddings WHERE text_hash IN (

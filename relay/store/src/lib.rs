@@ -38,6 +38,7 @@ mod named;
 pub mod neighbours;
 pub mod order;
 pub mod pending;
+pub mod proposals;
 pub mod read;
 pub mod retrieval;
 pub mod signin;

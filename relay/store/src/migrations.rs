@@ -54,6 +54,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(24, "0024_events"),
     migration!(25, "0025_heat"),
     migration!(26, "0026_graph"),
+    migration!(27, "0027_entity_proposals"),
 ];
 
 /// The schema version this build writes.

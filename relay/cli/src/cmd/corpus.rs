@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context, anyhow, bail};
 use clap::{Args, Subcommand};
 use personkit_embed::{self as embed, EmbedderConfig};
-use personkit_search::params::{Params, build_query};
+use personkit_search::params::{Params, build_query_with};
 use personkit_search::{Indexes, indexer};
 use personkit_store::clock::{Clock, SPAN_HELP, back_from, parse_span};
 use personkit_store::read::corpus::{self as views, Embedder};
@@ -302,8 +302,12 @@ pub struct QueryArgs {
     #[arg(long)]
     pub entity: Option<String>,
     /// Keyword search only: messages containing every word, ranked by BM25 (no meaning, entities or recency).
-    #[arg(long, conflicts_with_all = ["surface", "thread", "role", "since", "until", "entity"])]
+    #[arg(long, conflicts_with_all = ["surface", "thread", "role", "since", "until", "entity", "fusion"])]
     pub all_words: bool,
+    /// How the signals' rankings are combined: convex (scores, the default) or rrf (reciprocal rank fusion,
+    /// k = 60). Without it, `[search] fusion` of the settings file decides.
+    #[arg(long)]
+    pub fusion: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -314,7 +318,9 @@ pub fn run_query(db: &DbArg, a: &QueryArgs) -> anyhow::Result<()> {
         return all_words(db, a);
     }
     let now = Clock::system().now();
-    let q = build_query(
+    let settings = personkit_search::settings::Settings::for_db(&db.path())
+        .map_err(|e| anyhow!("{e}\nhint: {}", e.hint()))?;
+    let q = build_query_with(
         &Params {
             q: Some(a.text.clone()),
             k: Some(a.k),
@@ -325,8 +331,10 @@ pub fn run_query(db: &DbArg, a: &QueryArgs) -> anyhow::Result<()> {
             until: a.until.clone(),
             entity: a.entity.clone(),
             events: None,
+            fusion: a.fusion.clone(),
         },
         now,
+        &settings,
     )
     .map_err(|e| anyhow!("{e}"))?;
     let conn = db.open_read_only()?;

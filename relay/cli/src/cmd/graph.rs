@@ -1,13 +1,14 @@
 //! The entity graph from the command line: `entity <name-or-id>` (everything about one entity, compact), and
-//! `graph build|list|neighbours|path|candidates|merge|dismiss`. Reads open the corpus read-only (they work beside a
+//! `graph build|list|neighbours|path|candidates|merge|dismiss|extract|proposals|approve|reject`. Reads open the corpus read-only (they work beside a
 //! running relay); `build`, `merge` and `dismiss` write. Two entities become one only through `graph merge`.
 
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 
-use personkit_graph::{GraphError, run, view};
+use personkit_graph::{GraphError, extract, run, view};
 use personkit_store::clock::Clock;
 use personkit_store::graph as rows;
+use personkit_store::proposals;
 
 use crate::args::DbArg;
 use crate::output::{ellipsize, print_json, print_table};
@@ -45,6 +46,50 @@ pub enum GraphCommand {
     Merge(MergeArgs),
     /// Dismiss a proposed merge: the pair is never proposed again.
     Dismiss(MergeArgs),
+    /// Ask the configured language model for the people, projects, organisations, places and tools named in the
+    /// turns not read yet. What it finds waits for you (`graph proposals`); nothing joins the graph unapproved.
+    Extract(ExtractArgs),
+    /// Names the model found, waiting for your decision (or --state approved / rejected).
+    Proposals(ProposalsArgs),
+    /// Approve proposed names: each becomes an entity, linked to the turns it was found in.
+    Approve(DecideArgs),
+    /// Reject proposed names: they are not proposed again.
+    Reject(DecideArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExtractArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Most model calls (each reads up to 12 consecutive turns of one thread).
+    #[arg(long, default_value_t = 20)]
+    pub calls: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProposalsArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// proposed, approved or rejected.
+    #[arg(long, default_value = "proposed")]
+    pub state: String,
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DecideArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Proposal ids (from `graph proposals`).
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -141,7 +186,144 @@ pub fn run(c: GraphCommand) -> anyhow::Result<()> {
         GraphCommand::Candidates(a) => candidates(a),
         GraphCommand::Merge(a) => merge(a, true),
         GraphCommand::Dismiss(a) => merge(a, false),
+        GraphCommand::Extract(a) => extract_names(a),
+        GraphCommand::Proposals(a) => list_proposals(a),
+        GraphCommand::Approve(a) => decide(a, true),
+        GraphCommand::Reject(a) => decide(a, false),
     }
+}
+
+fn extract_names(a: ExtractArgs) -> anyhow::Result<()> {
+    let path = a.db.path();
+    let cfg = personkit_llm::LlmConfig::load(Some(&path))
+        .map_err(|e| anyhow!("{e}\nhint: {}", e.hint()))?;
+    let Some(model) = personkit_llm::open(&cfg).map_err(|e| anyhow!("{e}\nhint: {}", e.hint()))?
+    else {
+        return Err(anyhow!(
+            "no language model is configured, so names are read only where they are certain (`graph build`)\n\
+             hint: set [llm] kind = \"local\" with model_path = a GGUF file, or kind = \"openai\" with base_url and \
+             model, in ~/.dotperson/config.toml"
+        ));
+    };
+    let mut knowledge = personkit_knowledge::Settings::load(cfg.file.as_deref())
+        .map_err(|e| anyhow!("{e}\nhint: {}", e.hint()))?;
+    knowledge.call_timeout = cfg.timeout();
+    let conn = a.db.open_existing()?;
+    let bar = crate::output::progress_bar(a.calls as u64, "model calls");
+    let mut total = extract::ExtractReport::default();
+    // One call per step, so the bar moves as the model answers.
+    while (total.calls as usize) < a.calls {
+        let r = extract::run(
+            &conn,
+            model.as_ref(),
+            &knowledge,
+            extract::Limits {
+                calls: 1,
+                timeout: knowledge.call_timeout,
+            },
+            Clock::system().now(),
+        )
+        .map_err(graph_error)?;
+        total.calls += r.calls;
+        total.failed += r.failed;
+        total.messages += r.messages;
+        total.kept += r.kept;
+        total.dropped += r.dropped;
+        total.proposed += r.proposed;
+        total.linked += r.linked;
+        total.cursor = r.cursor;
+        total.more = r.more;
+        bar.set_position(total.calls);
+        if !r.more || (r.calls == 0 && r.messages == 0) {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    if a.json {
+        return print_json(&total);
+    }
+    println!(
+        "read {} turns in {} model calls ({} failed, model {}): {} names kept, {} dropped as not written in their turn, {} new proposals, {} mentions of approved names linked{}",
+        total.messages,
+        total.calls,
+        total.failed,
+        model.model_id(),
+        total.kept,
+        total.dropped,
+        total.proposed,
+        total.linked,
+        if total.more {
+            "; more turns wait (run it again)"
+        } else {
+            ""
+        }
+    );
+    if total.proposed > 0 {
+        println!("review them with `personkit graph proposals`");
+    }
+    Ok(())
+}
+
+fn list_proposals(a: ProposalsArgs) -> anyhow::Result<()> {
+    let state = proposals::State::parse(&a.state).ok_or_else(|| {
+        anyhow!(
+            "no state {:?}\nhint: states are proposed, approved and rejected",
+            a.state
+        )
+    })?;
+    let conn = a.db.open_read_only()?;
+    let list = proposals::list(&conn, state, a.limit)?;
+    if a.json {
+        return print_json(&list);
+    }
+    let table: Vec<Vec<String>> = list
+        .iter()
+        .map(|p| {
+            vec![
+                p.id.clone(),
+                p.kind.clone(),
+                ellipsize(&p.name, 40),
+                format!("{:.1}", p.confidence),
+                format!("{} in {} threads", p.messages, p.threads),
+            ]
+        })
+        .collect();
+    print_table(&["ID", "KIND", "NAME", "CONFIDENCE", "FOUND"], &table)?;
+    if state == proposals::State::Proposed && !list.is_empty() {
+        println!("decide with `personkit graph approve ID…` or `personkit graph reject ID…`");
+    }
+    Ok(())
+}
+
+fn decide(a: DecideArgs, approve: bool) -> anyhow::Result<()> {
+    let conn = a.db.open_existing()?;
+    let now = Clock::system().now();
+    let mut done = Vec::new();
+    for id in &a.ids {
+        let p = proposals::get(&conn, id)?.ok_or_else(|| {
+            anyhow!("no proposal {id}\nhint: list them with `personkit graph proposals`")
+        })?;
+        let entity = if approve {
+            Some(extract::approve(&conn, id, now).map_err(graph_error)?)
+        } else {
+            extract::reject(&conn, id, now).map_err(graph_error)?;
+            None
+        };
+        if !a.json {
+            match &entity {
+                Some(e) => println!("{} ({}) is now entity {e}", p.name, p.kind),
+                None => println!("{} ({}) will not be proposed again", p.name, p.kind),
+            }
+        }
+        done.push(
+            serde_json::json!({"id": id, "name": p.name, "kind": p.kind, "entity_id": entity,
+            "state": if approve { "approved" } else { "rejected" }}),
+        );
+    }
+    if a.json {
+        return print_json(&done);
+    }
+    Ok(())
 }
 
 fn build(a: BuildArgs) -> anyhow::Result<()> {

@@ -64,7 +64,11 @@ pub fn run(a: McpArgs) -> anyhow::Result<()> {
         personkit_server::jobs::knowledge_settings(&a.db.path()),
         Clock::system(),
     ))
-    .with_memory(personkit_memory::profile::path(), local);
+    .with_memory(personkit_memory::profile::path(), local)
+    .with_search(
+        personkit_search::settings::Settings::for_db(&a.db.path())
+            .map_err(|e| anyhow::anyhow!("{e}\nhint: {}", e.hint()))?,
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

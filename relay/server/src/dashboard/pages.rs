@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{DOCTYPE, Markup, html};
-use personkit_search::params::{Params as SearchParams, build_query};
+use personkit_search::params::{Params as SearchParams, build_query_with};
 use personkit_search::{QueryResult, SearchError};
 use personkit_store::auth::{self, AuthError};
 use personkit_store::budget::{Budget, READ_BUDGET};
@@ -811,7 +811,7 @@ pub(super) async fn search(
                 events: Some(false),
                 ..SearchParams::default()
             };
-            let query = build_query(&params, now).map_err(|e| {
+            let query = build_query_with(&params, now, &st.search).map_err(|e| {
                 PageError::new(
                     StatusCode::BAD_REQUEST,
                     "That did not work",

@@ -1,6 +1,7 @@
 //! The entity graph's HTTP reads (`docs/api.md`): `GET /v1/entities?q=&kind=&limit=`, `GET /v1/entities/{id}`,
 //! `GET /v1/entities/{id}/neighbours?depth=`, `GET /v1/graph/path?from=&to=&depth=`, `GET /v1/graph/candidates`,
-//! and `POST /v1/graph/build` (one derivation pass now). Everything goes through `personkit_graph::view`, as the
+//! `POST /v1/graph/build` (one derivation pass now), and the names a model found: `GET /v1/graph/proposals`,
+//! `POST /v1/graph/proposals/{id}/approve|reject` (device tokens only). Everything goes through `personkit_graph::view`, as the
 //! CLI, MCP and the dashboard do.
 
 use axum::Extension;
@@ -8,9 +9,10 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use personkit_graph::{GraphError, run as derivation, view};
+use personkit_graph::{GraphError, extract, run as derivation, view};
 use personkit_store::Connection;
 use personkit_store::graph as rows;
+use personkit_store::proposals;
 use serde_json::json;
 
 use super::read::Params;
@@ -233,4 +235,92 @@ pub(super) async fn post_build(
     .map_err(|_| AppError::internal())?
     .map_err(|e| graph_error(e, "POST /v1/graph/build (docs/api.md)"))?;
     Ok(Json(r).into_response())
+}
+
+const PROPOSALS_HINT: &str =
+    "GET /v1/graph/proposals?state=<proposed|approved|rejected>&limit=<1-1000> (docs/api.md)";
+
+fn device_only(device: &personkit_store::auth::Device, what: &str) -> Result<(), AppError> {
+    if device.kind.can_ingest() {
+        Ok(())
+    } else {
+        Err(AppError::read_only_token(
+            format!(
+                "this is an agent token: names a model found wait for the user, and {what} is theirs"
+            ),
+            "use a paired device's token, the dashboard, or `personkit graph proposals`",
+        ))
+    }
+}
+
+/// Names the model found, waiting for the user (device tokens only: an agent never sees unapproved model output).
+pub(super) async fn get_proposals(
+    State(st): State<AppState>,
+    Extension(AuthedDevice(device)): Extension<AuthedDevice>,
+    uri: axum::http::Uri,
+) -> Result<Response, AppError> {
+    device_only(&device, "reading them")?;
+    let p = Params::parse(uri.query(), &["state", "limit"], PROPOSALS_HINT)?;
+    let limit = number(
+        &p,
+        "limit",
+        50usize,
+        1..=proposals::MAX_LIST,
+        PROPOSALS_HINT,
+    )?;
+    let state = match p.get("state") {
+        None => proposals::State::Proposed,
+        Some(s) => proposals::State::parse(&s).ok_or_else(|| {
+            AppError::bad_request(
+                "bad_query",
+                "state must be proposed, approved or rejected",
+                PROPOSALS_HINT,
+            )
+        })?,
+    };
+    let list = read(&st, PROPOSALS_HINT, move |c| {
+        Ok(proposals::list(c, state, limit)?)
+    })
+    .await?;
+    Ok(Json(json!({ "proposals": list })).into_response())
+}
+
+/// `POST /v1/graph/proposals/{id}/approve` and `…/reject`.
+pub(super) async fn post_decision(
+    State(st): State<AppState>,
+    Extension(AuthedDevice(device)): Extension<AuthedDevice>,
+    Path((id, decision)): Path<(String, String)>,
+) -> Result<Response, AppError> {
+    device_only(&device, "deciding on them")?;
+    let approve = match decision.as_str() {
+        "approve" => true,
+        "reject" => false,
+        _ => {
+            return Err(AppError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such decision",
+                "POST /v1/graph/proposals/{id}/approve or …/reject (docs/api.md)",
+            ));
+        }
+    };
+    let db = st.db.clone();
+    let now = st.clock.now();
+    let entity = tokio::task::spawn_blocking(move || {
+        db.write(|c| {
+            if approve {
+                extract::approve(c, &id, now).map(Some)
+            } else {
+                extract::reject(c, &id, now).map(|()| None)
+            }
+        })
+    })
+    .await
+    .map_err(|_| AppError::internal())?
+    .map_err(|e| graph_error(e, PROPOSALS_HINT))?;
+    Ok(Json(json!({
+        "state": if approve { "approved" } else { "rejected" },
+        "entity_id": entity,
+    }))
+    .into_response())
 }

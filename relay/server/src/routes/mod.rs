@@ -50,6 +50,7 @@ pub fn app(state: AppState) -> Router {
         state.clock.clone(),
     ))
     .with_memory(state.profile_path.clone(), state.local)
+    .with_search(state.search)
     .with_uses(personkit_mcp::Uses::over(state.db.clone()));
     let mcp = Router::new()
         .route_service("/mcp", personkit_mcp::http_service(backend))
@@ -87,6 +88,11 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/graph/subgraph", get(graph::get_subgraph))
         .route("/v1/graph/candidates", get(graph::get_candidates))
         .route("/v1/graph/build", post(graph::post_build))
+        .route("/v1/graph/proposals", get(graph::get_proposals))
+        .route(
+            "/v1/graph/proposals/{id}/{decision}",
+            post(graph::post_decision),
+        )
         .route("/v1/me/dashboard-link", post(read::post_dashboard_link))
         .route("/v1/distill/status", get(memory::get_distill_status))
         .route("/v1/distill/{tier}", post(memory::post_distill))

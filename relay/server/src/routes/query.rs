@@ -8,7 +8,7 @@ use axum::extract::{Query as QueryString, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use personkit_search::SearchError;
-use personkit_search::params::{Params, build_query};
+use personkit_search::params::{Params, build_query_with};
 use personkit_store::DbError;
 use personkit_store::budget::{Budget, READ_BUDGET};
 
@@ -42,7 +42,7 @@ pub(super) async fn get_query(
             .into_response();
         }
     };
-    let q = match build_query(&params, st.clock.now()) {
+    let q = match build_query_with(&params, st.clock.now(), &st.search) {
         Ok(q) => q,
         Err(e) => return AppError::bad_request("bad_query", e.to_string(), HINT).into_response(),
     };
