@@ -274,7 +274,7 @@ fn names_wait_for_the_user_and_go_with_their_turns() {
     );
     let c1 = personkit_testkit::thread_id(S, "c1");
     let c2 = personkit_testkit::thread_id(S, "c2");
-    let mut threads = rows::threads_of_entities(&conn, &[entity.clone()], 10).unwrap();
+    let mut threads = rows::threads_of_entities(&conn, std::slice::from_ref(&entity), 10).unwrap();
     threads.sort();
     let mut want = vec![c1.clone(), c2.clone()];
     want.sort();
