@@ -6,6 +6,9 @@
 //! (`GET /v1/entities/{id}`) says, and the timeline's bars the sources per day that were sent. The repository's
 //! page lists its commits as events and its author as related.
 //!
+//! Last, names a model found (`personkit graph extract` against a stand-in for a remote model) are listed on the
+//! Entities page, and approving one there makes it an entity.
+//!
 //! Screenshots in light and dark into `<target>/e2e-screenshots/entities-<unix time>/`; `docs/screenshots/` holds
 //! one committed copy of each.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,6 +20,7 @@ use personkit_e2e::chromium::{Chromium, LaunchOptions};
 use personkit_e2e::page::{click_and_wait, eval_json, text_of};
 use personkit_e2e::screenshots;
 use personkit_shared::time::rfc3339;
+use personkit_testkit::standin::{StandIn, chat as standin_chat};
 use personkit_testkit::{Relay, alternating_role, claude_code_line, cli, git, temp_db, turn_at};
 use serde_json::json;
 
@@ -312,4 +316,119 @@ fn entity_pages_show_relations_threads_events_and_a_timeline_in_light_and_dark()
         assert!(listed.contains(name), "{name} in {listed}");
     }
     screenshots::shoot(&tab, &shots, "entities").unwrap();
+
+    // Names a model finds. `personkit graph extract` asks a stand-in for an OpenAI-compatible server (a remote
+    // model cannot run here) that names the person (by the pseudonym it was sent: scrubbing is on) and the company
+    // wherever their words are in the request (and the raw first name, should it ever arrive unscrubbed); the Entities page lists the proposals with Approve and
+    // Reject, and approving one makes it an entity with the chat it came from.
+    let chat = vec![turn_at(
+        "browser-ext:claude",
+        "launch",
+        alternating_role(0),
+        "Ask Priya Raman at Acme Corporation which launcher name to pick; we build it with tokio.",
+        Some(0),
+        None,
+        &rfc3339(now - 600_000),
+    )];
+    assert_eq!(relay.http.send_batch(&device, &chat)["rejected"], 0);
+    let server = StandIn::start_replies(|_, seen| {
+        let text = standin_chat::messages_text(seen);
+        let mut names = Vec::new();
+        if text.contains("Person_") {
+            let p = standin_chat::person_in(&text, "nobody");
+            names.push(json!({"name": p, "kind": "person", "turn": 1, "confidence": "high"}));
+        }
+        if text.contains("Acme Corporation") {
+            names.push(json!({"name": "Acme Corporation", "kind": "organisation", "turn": 1, "confidence": "medium"}));
+        }
+        if text.contains("Priya") {
+            names.push(json!({"name": "Priya", "kind": "person", "turn": 1, "confidence": "low"}));
+        }
+        standin_chat::completion(&json!({ "names": names }).to_string())
+    });
+    std::fs::write(
+        db.parent().unwrap().join("config.toml"),
+        format!(
+            "[llm]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"stand-in\"\n\n[knowledge]\nscrub = \"on\"\n",
+            server.base
+        ),
+    )
+    .unwrap();
+    let extracted = relay.cli_json(&["graph", "extract", "--calls", "100", "--json"]);
+    assert_eq!(extracted["failed"], 0, "{extracted}");
+    assert!(extracted["proposed"].as_u64().unwrap() >= 2, "{extracted}");
+    for s in server.seen.lock().unwrap().iter() {
+        let sent = standin_chat::messages_text(s);
+        assert!(
+            !sent.contains("Priya Raman"),
+            "scrubbed before it left: {sent}"
+        );
+    }
+    let waiting = relay.http.get("/v1/graph/proposals", Some(&device)).json();
+    let mut api_names: Vec<String> = waiting["proposals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    api_names.sort();
+    assert_eq!(api_names, ["Acme Corporation", "Priya Raman"], "{waiting}");
+    tab.navigate(&format!("{}/entities", relay.base)).unwrap();
+    tab.wait_for("document.readyState === 'complete'", WAIT)
+        .unwrap();
+    let mut shown: Vec<String> = serde_json::from_value(eval_json(
+        &tab,
+        "[...document.querySelectorAll('#proposals tbody tr')].map(tr => tr.cells[0].innerText)",
+    ))
+    .unwrap();
+    shown.sort();
+    assert_eq!(shown, api_names);
+    screenshots::shoot(&tab, &shots, "entity-proposals").unwrap();
+    click_and_wait(
+        &tab,
+        "#proposals button[aria-label=\"Approve: Priya Raman\"]",
+        "location.search.includes('done=approved')",
+        WAIT,
+    )
+    .unwrap();
+    let page = text_of(&tab);
+    assert!(
+        page.contains("Approved: Priya Raman is now an entity"),
+        "{page}"
+    );
+    assert_eq!(
+        eval_json(
+            &tab,
+            "document.querySelectorAll('#proposals tbody tr').length"
+        ),
+        json!(1),
+        "Acme Corporation still waits"
+    );
+    let people = relay.cli_json(&["graph", "list", "--kind", "person", "--json"]);
+    let priya = people
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "Priya Raman")
+        .unwrap_or_else(|| panic!("no Priya Raman: {people}"))
+        .clone();
+    tab.navigate(&format!(
+        "{}/entities/{}",
+        relay.base,
+        priya["id"].as_str().unwrap()
+    ))
+    .unwrap();
+    tab.wait_for("document.readyState === 'complete'", WAIT)
+        .unwrap();
+    assert_eq!(
+        eval_json(&tab, "document.querySelector('#entity-head').dataset.kind"),
+        json!("person")
+    );
+    let launch = personkit_testkit::thread_id("browser-ext:claude", "launch");
+    let threads: Vec<String> = serde_json::from_value(eval_json(
+        &tab,
+        "[...document.querySelectorAll('table.threads tbody a')].map(a => a.getAttribute('href'))",
+    ))
+    .unwrap();
+    assert_eq!(threads, [format!("/threads/{launch}")]);
 }

@@ -1711,3 +1711,94 @@ async fn proposals_are_the_users_to_read_and_decide() {
         "not_found",
     );
 }
+
+/// The Entities page lists the names a model found with Approve and Reject buttons (session forms with a CSRF
+/// token); approving makes the entity and says so; a used token, a missing proposal and a bad decision are refused.
+#[tokio::test]
+async fn the_entities_page_lets_the_user_decide_on_a_models_names() {
+    let h = harness();
+    let token = h.pair().await;
+    let items = vec![turn(
+        "p1",
+        Role::User,
+        "I met Priya Raman in Lisbon",
+        Some(0),
+        None,
+        "2026-11-20T09:00:00Z",
+    )];
+    assert_eq!(h.send(&token, &items).await.status, StatusCode::OK);
+    let now = h.state().clock.now();
+    let priya = h
+        .state()
+        .db
+        .write(|c| {
+            let (mid, tid): (String, String) =
+                c.query_row("SELECT id, thread_id FROM messages LIMIT 1", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            personkit_store::proposals::propose(
+                c,
+                &personkit_store::proposals::Mention {
+                    kind: "person",
+                    name: "Priya Raman",
+                    key: "priya raman",
+                    confidence: 0.7,
+                    model: "scripted:test",
+                    message_id: &mid,
+                    thread_id: &tid,
+                    seen_at: "2026-11-20T09:00:00.000Z",
+                },
+                now,
+            )
+            .map(|(id, _)| id)
+        })
+        .unwrap();
+    let cookie = sign_in(&h).await;
+    let r = get_with(&h, "/entities", &[("cookie", &cookie)]).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", text(&r));
+    let page = text(&r).to_owned();
+    assert!(page.contains("id=\"proposals\""), "{page}");
+    assert!(
+        page.contains(&format!("data-proposal=\"{priya}\"")),
+        "{page}"
+    );
+    assert!(
+        page.contains("aria-label=\"Approve: Priya Raman\""),
+        "{page}"
+    );
+    assert!(page.contains("1 turn, 1 thread"), "{page}");
+    let form = |t: &str, id: &str, d: &str| format!("csrf={t}&proposal={id}&decision={d}");
+    let decide = "/entities/proposals/decide";
+    let t = csrf(&page, decide);
+    let bad = post_form(&h, decide, &cookie, &form(&t, &priya, "maybe"), &[]).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", text(&bad));
+    let page = text(&get_with(&h, "/entities", &[("cookie", &cookie)]).await).to_owned();
+    let t = csrf(&page, decide);
+    let missing = post_form(&h, decide, &cookie, &form(&t, "nope", "approve"), &[]).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{}", text(&missing));
+    let page = text(&get_with(&h, "/entities", &[("cookie", &cookie)]).await).to_owned();
+    let t = csrf(&page, decide);
+    let r = post_form(&h, decide, &cookie, &form(&t, &priya, "approve"), &[]).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", text(&r));
+    let to = r
+        .headers
+        .get(header::LOCATION)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(to.starts_with("/entities?done=approved"), "{to}");
+    let again = post_form(&h, decide, &cookie, &form(&t, &priya, "reject"), &[]).await;
+    assert_eq!(again.status, StatusCode::FORBIDDEN, "a used token");
+    let after = get_with(&h, &to, &[("cookie", &cookie)]).await;
+    let page = text(&after);
+    assert!(
+        page.contains("Approved: Priya Raman is now an entity"),
+        "{page}"
+    );
+    assert!(!page.contains("id=\"proposals\""), "nothing waits: {page}");
+    assert!(
+        page.contains(">Priya Raman</a>"),
+        "listed as an entity: {page}"
+    );
+}

@@ -4,16 +4,20 @@
 //! thread page links the entities the thread supports.
 
 use axum::Extension;
+use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::Uri;
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Redirect};
 use maud::{Markup, html};
 use personkit_graph::view::{self, EntityView};
 use personkit_graph::{GraphError, Kind};
 use personkit_store::graph::{Day, Subgraph};
+use personkit_store::proposals::{self, Proposal};
 use personkit_store::read::ReadError;
 
-use super::SessionSecret;
-use super::pages::{Page, ctx, layout, site_name, time_el, when};
+use super::pages::{Page, ctx, encode_query, layout, site_name, time_el, when};
+use super::{PageError, PostedTo, SessionSecret, posted_fields};
+use crate::error::AppError;
 use crate::routes::read::{Params, run};
 use crate::state::AppState;
 
@@ -21,6 +25,10 @@ const LIST_HINT: &str = "/entities?q=<part of a name>&kind=<a kind>";
 const ENTITY_HINT: &str = "open an entity from /entities";
 /// Entities a list page shows.
 const LIST_LIMIT: usize = 200;
+/// Names a model found that the list page shows for a decision.
+const PROPOSALS_SHOWN: usize = 50;
+/// Where every approve and reject button of the list page posts (one CSRF token per page render serves them all).
+const DECIDE: &str = "/entities/proposals/decide";
 /// Threads an entity page lists.
 const PAGE_THREADS: usize = 50;
 
@@ -45,20 +53,36 @@ pub(super) async fn list(
     Extension(secret): Extension<SessionSecret>,
     uri: Uri,
 ) -> Page {
-    let p = Params::parse(uri.query(), &["q", "kind"], LIST_HINT)?;
+    let p = Params::parse(uri.query(), &["q", "kind", "done", "name"], LIST_HINT)?;
     let (q, kind) = (p.get("q"), p.get("kind"));
     let (q2, k2) = (q.clone(), kind.clone());
-    let found = run(&st, LIST_HINT, move |c| {
-        view::search(c, q2.as_deref(), k2.as_deref(), LIST_LIMIT).map_err(read_error)
+    let (found, waiting) = run(&st, LIST_HINT, move |c| {
+        let found =
+            view::search(c, q2.as_deref(), k2.as_deref(), LIST_LIMIT).map_err(read_error)?;
+        let waiting = proposals::list(c, proposals::State::Proposed, PROPOSALS_SHOWN)?;
+        Ok((found, waiting))
     })
     .await?;
+    let done = match (p.get("done").as_deref(), p.get("name")) {
+        (Some("approved"), Some(n)) => Some(format!(
+            "Approved: {n} is now an entity, linked to the turns it was found in."
+        )),
+        (Some("rejected"), Some(n)) => Some(format!("Rejected: {n} will not be proposed again.")),
+        _ => None,
+    };
     let ctx = ctx(st, secret);
+    let csrf = ctx.csrf(DECIDE);
     Ok(layout(
         &ctx,
         "/entities",
         "Entities",
         html! {
-            p.intro { "People, projects, tools, models, organisations and sites your conversations and work involve, found without a model from what is certain: a session's project, the tool and its maker, model ids and linked sites." }
+            p.intro { "People, projects, tools, models, organisations and sites your conversations and work involve, found without a model from what is certain: a session's project, the tool and its maker, model ids and linked sites — and, once you approve them, the names a language model found in your turns." }
+            @if let Some(d) = &done { p.notice role="status" { (d) } }
+            @if !waiting.is_empty() {
+                (proposals_section(&csrf, &waiting))
+                h2 #all-h { "All entities" }
+            }
             form.filters method="get" action="/entities" role="search" {
                 div { label for="q" { "Name" } input #q type="search" name="q" value=[q.as_deref()] placeholder="part of a name or alias"; }
                 div {
@@ -87,6 +111,124 @@ pub(super) async fn list(
             }
         },
     ))
+}
+
+/// The names a model found, each with its kind, confidence and where it was found, and Approve / Reject buttons.
+fn proposals_section(csrf: &str, waiting: &[Proposal]) -> Markup {
+    html! {
+        section #proposals aria-labelledby="proposals-h" {
+            h2 #proposals-h { "Names a model found, waiting for you (" (waiting.len()) @if waiting.len() == PROPOSALS_SHOWN { "+" } ")" }
+            p.intro { "Nothing here is in the graph or visible to your agents until you approve it. Each name was written in the turns it was found in." }
+            table.entities.proposals {
+                thead { tr { th scope="col" { "Name" } th scope="col" { "Kind" } th scope="col" { "Confidence" } th scope="col" { "Found in" } th scope="col" { span.visually-hidden { "Decision" } } } }
+                tbody {
+                    @for p in waiting {
+                        tr data-proposal=(p.id) {
+                            td.title { (p.name) }
+                            td { (p.kind) }
+                            td { (format!("{:.1}", p.confidence)) }
+                            td { (p.messages) @if p.messages == 1 { " turn" } @else { " turns" } ", " (p.threads) @if p.threads == 1 { " thread" } @else { " threads" } }
+                            td.actions {
+                                (decision_form(csrf, p, "approve", "Approve", "approve"))
+                                (decision_form(csrf, p, "reject", "Reject", "danger"))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn decision_form(csrf: &str, p: &Proposal, decision: &str, label: &str, class: &str) -> Markup {
+    html! {
+        form.inline method="post" action=(DECIDE) {
+            input type="hidden" name="csrf" value=(csrf);
+            input type="hidden" name="proposal" value=(p.id);
+            input type="hidden" name="decision" value=(decision);
+            button class=(class) type="submit" aria-label={(label) ": " (p.name)} { (label) }
+        }
+    }
+}
+
+/// `POST /entities/proposals/decide`: approves or rejects one name a model found, then back to the list.
+pub(super) async fn decide(
+    State(st): State<AppState>,
+    Extension(secret): Extension<SessionSecret>,
+    Extension(to): Extension<PostedTo>,
+    body: Body,
+) -> Page {
+    let ctx = ctx(st.clone(), secret);
+    let f = posted_fields(
+        &ctx,
+        &to,
+        body,
+        super::FORM_BYTES,
+        &["csrf", "proposal", "decision"],
+    )
+    .await?;
+    let approve = match f.get("decision").as_deref() {
+        Some("approve") => true,
+        Some("reject") => false,
+        _ => {
+            return Err(PageError::new(
+                StatusCode::BAD_REQUEST,
+                "That did not work",
+                "the decision is approve or reject",
+                "use the buttons on the Entities page",
+            ));
+        }
+    };
+    let id = f.get("proposal").unwrap_or_default();
+    let now = st.clock.now();
+    let db = st.db.clone();
+    let name = tokio::task::spawn_blocking(move || {
+        db.write(|c| {
+            let Some(p) = proposals::get(c, &id)? else {
+                return Ok(None);
+            };
+            if approve {
+                personkit_graph::extract::approve(c, &id, now)?;
+            } else {
+                personkit_graph::extract::reject(c, &id, now)?;
+            }
+            Ok::<_, GraphError>(Some(p.name))
+        })
+    })
+    .await
+    .map_err(|_| PageError::from(AppError::internal()))?
+    .map_err(|e| match e {
+        GraphError::Invalid(m) | GraphError::Db(personkit_store::DbError::Invalid(m)) => {
+            PageError::new(
+                StatusCode::BAD_REQUEST,
+                "That did not work",
+                m,
+                "reload Entities",
+            )
+        }
+        GraphError::NotFound(m) => {
+            PageError::new(StatusCode::NOT_FOUND, "Not found", m, "reload Entities")
+        }
+        GraphError::Db(e) => PageError::from(AppError::from(e)),
+    })?;
+    let Some(name) = name else {
+        return Err(PageError::new(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "there is no such proposal",
+            "it may have gone when its turns were forgotten; reload Entities",
+        ));
+    };
+    let done = if approve { "approved" } else { "rejected" };
+    tracing::info!(
+        decision = done,
+        "entity proposal decided from the dashboard"
+    );
+    let q = encode_query(&[
+        ("done".to_owned(), done.to_owned()),
+        ("name".to_owned(), name),
+    ]);
+    Ok(Redirect::to(&format!("/entities?{q}")).into_response())
 }
 
 /// `GET /entities/{id}`.

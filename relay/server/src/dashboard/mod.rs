@@ -215,6 +215,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         )
         .route("/search", get(pages::search))
         .route("/entities", get(entities::list))
+        .route("/entities/proposals/decide", post(entities::decide))
         .route("/entities/{id}", get(entities::page))
         .route("/knowledge", get(knowledge::list))
         .route("/knowledge/decide", post(knowledge::decide))
