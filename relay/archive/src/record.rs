@@ -1,6 +1,7 @@
 //! The snapshot record format (`docs/snapshot.md`): one table row as one line of JSON — `"t"` (the table) first,
 //! then the columns in the order of `personkit_store::archive::TABLES`, values as SQLite holds them (text as JSON
-//! strings, integers as numbers, NULL as null, the one blob column as lowercase hex). [`encode`] writes a row,
+//! strings, integers as numbers, reals as numbers with a point or an exponent, NULL as null, the one blob column as
+//! lowercase hex). [`encode`] writes a row,
 //! [`parse_record`] reads one back and checks it, [`dump`] writes a corpus's rows in canonical order. The store
 //! only reads and writes the rows (`dump_rows`, `restore`).
 
@@ -98,6 +99,14 @@ pub fn parse_record(line: &[u8]) -> Result<Record, String> {
             .ok_or_else(|| format!("{} record without {c}", spec.name))?;
         values.push(match val {
             serde_json::Value::Null => Value::Null,
+            // Integers are written without a point, reals always with one or an exponent (`serde_json`'s form).
+            serde_json::Value::Number(n) if n.is_f64() && spec.real_columns.contains(c) => {
+                Value::Real(
+                    n.as_f64()
+                        .filter(|f| f.is_finite())
+                        .ok_or_else(|| format!("{}.{c} is not a finite number", spec.name))?,
+                )
+            }
             serde_json::Value::Number(n) => Value::Integer(
                 n.as_i64()
                     .ok_or_else(|| format!("{}.{c} is not an integer", spec.name))?,

@@ -7,7 +7,7 @@ mod common;
 
 use personkit_archive::snapshot::{self, SnapshotError, read_verified};
 use personkit_store::Connection;
-use personkit_store::{archive, memory};
+use personkit_store::{archive, graph, memory, proposals};
 use serde_json::json;
 
 fn sample(conn_path: &std::path::Path) -> Connection {
@@ -31,6 +31,7 @@ fn sample(conn_path: &std::path::Path) -> Connection {
     // Memory versions travel: a short one that drew on both threads (withdrawn by the forget below), a mid one
     // made from it that drew on the first only, and a profile version.
     let t1 = personkit_shared::ids::thread_id("browser-ext:chatgpt", "s1").to_string();
+    let t1_for_graph = t1.clone();
     let t = personkit_shared::ids::thread_id("browser-ext:claude", "s2").to_string();
     let made = common::now() - time::Duration::days(1);
     let short = memory::insert(
@@ -73,6 +74,59 @@ fn sample(conn_path: &std::path::Path) -> Connection {
         made,
     )
     .unwrap();
+    // The graph travels with its links' sources, a dismissed merge, and a name a model proposed that the user
+    // rejected (with the turn it was found in).
+    let m1: String = conn
+        .query_row(
+            "SELECT id FROM messages WHERE content = 'answer one'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let now = common::now();
+    let src = graph::Source {
+        kind: graph::SourceKind::Message,
+        id: m1.clone(),
+        how: graph::How::Model,
+        confidence: 0.7,
+        seen_at: "2026-11-20T09:00:05.000Z".into(),
+    };
+    let ada = graph::upsert_entity(&conn, "person", "Ada", "ada", now).unwrap();
+    let adah = graph::upsert_entity(&conn, "person", "Adah", "adah", now).unwrap();
+    for e in [&ada, &adah] {
+        graph::add_entity_source(&conn, e, &src, now).unwrap();
+    }
+    graph::add_relation(&conn, &ada, "about", &adah, &src, now).unwrap();
+    let r = |id: &str, name: &str| graph::EntityRef {
+        id: id.to_owned(),
+        kind: "person".into(),
+        name: name.into(),
+    };
+    graph::propose_merge(
+        &conn,
+        &r(&ada, "Ada"),
+        &r(&adah, "Adah"),
+        0.4285714285714286,
+        now,
+    )
+    .unwrap();
+    graph::dismiss(&conn, &ada, &adah, now).unwrap();
+    let (proposal, _) = proposals::propose(
+        &conn,
+        &proposals::Mention {
+            kind: "place",
+            name: "Canberra",
+            key: "canberra",
+            confidence: 0.9,
+            model: "qwen2.5:7b",
+            message_id: &m1,
+            thread_id: &t1_for_graph,
+            seen_at: "2026-11-20T09:00:05.000Z",
+        },
+        now,
+    )
+    .unwrap();
+    proposals::decide(&conn, &proposal, proposals::State::Rejected, None, now).unwrap();
     // A tombstone travels too.
     personkit_store::forget::forget(
         &mut conn,
@@ -169,6 +223,45 @@ fn snapshot_restore_snapshot_is_byte_identical() {
         memory::latest(&restored, "profile").unwrap().unwrap().body,
         "I write Rust and prefer short answers."
     );
+    // The graph came back with its sources, so forgetting the turn that alone supported two people and their
+    // relation removes them (and the rejected proposal found in it) on the restored corpus too.
+    for t in [
+        "entity_sources",
+        "relation_sources",
+        "entity_merge_candidates",
+        "entity_proposals",
+        "entity_proposal_sources",
+    ] {
+        assert!(text.contains(&format!("\"t\":\"{t}\"")), "{t} travels");
+    }
+    let count = |c: &Connection, table: &str| -> i64 {
+        c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(count(&restored, "entities"), 2);
+    assert_eq!(
+        proposals::list(&restored, proposals::State::Rejected, 10).unwrap()[0].name,
+        "Canberra"
+    );
+    let mut scratch = personkit_store::db::open(&tmp.path().join("c.db")).unwrap();
+    archive::restore(&mut scratch, &v.records, 2, |_| {}).unwrap();
+    personkit_store::forget::forget(
+        &mut scratch,
+        &personkit_store::forget::Selection {
+            thread: Some(personkit_shared::ids::thread_id("browser-ext:chatgpt", "s1").to_string()),
+            ..Default::default()
+        },
+        common::now(),
+    )
+    .unwrap();
+    for table in [
+        "entities",
+        "relations",
+        "entity_sources",
+        "entity_proposals",
+    ] {
+        assert_eq!(count(&scratch, table), 0, "{table} after the forget");
+    }
     let e = archive::restore(&mut restored, &v.records, 2, |_| {}).unwrap_err();
     assert!(e.to_string().contains("not empty"), "{e}");
 }

@@ -7,7 +7,10 @@
 //! rows. Local rowids (`messages.pk`, `events.pk`), vectors, devices, tokens and capture health do not travel:
 //! the first three are re-derived (FTS by trigger, vectors by the embedding job), the others belong to one relay.
 //! Memory versions and the threads they drew on travel; memory's run state (`memory_state`: last runs, tiers due)
-//! is the machine's own.
+//! is the machine's own. The graph travels with every link's sources (so a forget after a restore still removes
+//! what only the forgotten turns supported), the user's merge decisions and the names a model proposed with the
+//! user's decisions on them; the derivation's and extraction's cursors (`graph_state`, `graph_redo`) do not: a
+//! restored corpus is read again from its first turn.
 
 pub use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, TransactionBehavior, params};
@@ -23,6 +26,8 @@ pub struct TableSpec {
     pub columns: &'static [&'static str],
     pub order_by: &'static str,
     pub blob_columns: &'static [&'static str],
+    /// Columns holding reals (any other number is an integer).
+    pub real_columns: &'static [&'static str],
     /// The query that dumps the rows, when a plain `SELECT columns FROM name ORDER BY key` would leak a local
     /// rowid: it must yield `columns` in order.
     pub dump_sql: Option<&'static str>,
@@ -69,6 +74,7 @@ pub const TABLES: &[TableSpec] = &[
         columns: &["origin", "last_seq"],
         order_by: "origin",
         blob_columns: &[],
+        real_columns: &[],
         dump_sql: None,
         insert_sql: None,
     },
@@ -85,6 +91,7 @@ pub const TABLES: &[TableSpec] = &[
         ],
         order_by: "id",
         blob_columns: &["signature"],
+        real_columns: &[],
         dump_sql: None,
         insert_sql: None,
     },
@@ -102,6 +109,7 @@ pub const TABLES: &[TableSpec] = &[
         ],
         order_by: "id",
         blob_columns: &[],
+        real_columns: &[],
         dump_sql: None,
         insert_sql: None,
     },
@@ -116,6 +124,7 @@ pub const TABLES: &[TableSpec] = &[
         ],
         order_by: "entity_id, alias",
         blob_columns: &[],
+        real_columns: &[],
         dump_sql: None,
         insert_sql: None,
     },
@@ -136,6 +145,95 @@ pub const TABLES: &[TableSpec] = &[
         ],
         order_by: "id",
         blob_columns: &[],
+        real_columns: &[],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "entity_sources",
+        columns: &[
+            "entity_id",
+            "source_kind",
+            "source_id",
+            "how",
+            "confidence",
+            "seen_at",
+            "created_at",
+        ],
+        order_by: "entity_id, source_kind, source_id",
+        blob_columns: &[],
+        real_columns: &["confidence"],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "relation_sources",
+        columns: &[
+            "relation_id",
+            "source_kind",
+            "source_id",
+            "how",
+            "confidence",
+            "seen_at",
+            "created_at",
+        ],
+        order_by: "relation_id, source_kind, source_id",
+        blob_columns: &[],
+        real_columns: &["confidence"],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "entity_merge_candidates",
+        columns: &[
+            "a",
+            "b",
+            "kind",
+            "a_name",
+            "b_name",
+            "similarity",
+            "state",
+            "created_at",
+            "decided_at",
+        ],
+        order_by: "a, b",
+        blob_columns: &[],
+        real_columns: &["similarity"],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "entity_proposals",
+        columns: &[
+            "id",
+            "kind",
+            "name",
+            "key",
+            "confidence",
+            "model",
+            "state",
+            "entity_id",
+            "created_at",
+            "decided_at",
+        ],
+        order_by: "id",
+        blob_columns: &[],
+        real_columns: &["confidence"],
+        dump_sql: None,
+        insert_sql: None,
+    },
+    TableSpec {
+        name: "entity_proposal_sources",
+        columns: &[
+            "proposal_id",
+            "message_id",
+            "thread_id",
+            "confidence",
+            "seen_at",
+        ],
+        order_by: "proposal_id, message_id",
+        blob_columns: &[],
+        real_columns: &["confidence"],
         dump_sql: None,
         insert_sql: None,
     },
@@ -157,6 +255,7 @@ pub const TABLES: &[TableSpec] = &[
         ],
         order_by: "id",
         blob_columns: &[],
+        real_columns: &[],
         dump_sql: None,
         insert_sql: None,
     },
@@ -175,6 +274,7 @@ pub const TABLES: &[TableSpec] = &[
         ],
         order_by: "id",
         blob_columns: &[],
+        real_columns: &[],
         dump_sql: None,
         insert_sql: None,
     },
@@ -204,6 +304,7 @@ pub const TABLES: &[TableSpec] = &[
         ],
         order_by: "id",
         blob_columns: &[],
+        real_columns: &[],
         dump_sql: None,
         insert_sql: None,
     },
@@ -218,6 +319,7 @@ pub const TABLES: &[TableSpec] = &[
         ],
         order_by: "thread_id, content_hash",
         blob_columns: &[],
+        real_columns: &[],
         dump_sql: Some(
             "SELECT r.thread_id, r.content_hash, m.id, r.source_path, r.folded_at
              FROM message_renderings r JOIN messages m ON m.pk = r.message_pk
@@ -233,6 +335,7 @@ pub const TABLES: &[TableSpec] = &[
         columns: &["id", "thread_id", "forgotten_at"],
         order_by: "id",
         blob_columns: &[],
+        real_columns: &[],
         dump_sql: None,
         insert_sql: None,
     },
@@ -255,6 +358,7 @@ pub const TABLES: &[TableSpec] = &[
         ],
         order_by: "id",
         blob_columns: &[],
+        real_columns: &[],
         dump_sql: None,
         insert_sql: None,
     },
@@ -263,6 +367,7 @@ pub const TABLES: &[TableSpec] = &[
         columns: &["version_id", "thread_id"],
         order_by: "version_id, thread_id",
         blob_columns: &[],
+        real_columns: &[],
         dump_sql: None,
         insert_sql: None,
     },
