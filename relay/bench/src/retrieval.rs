@@ -48,8 +48,8 @@ pub struct Method {
     pub setup: Setup,
 }
 
-/// The corpus as a method sees it. Each setup other than [`Setup::Turns`] is made inside a savepoint, the
-/// methods of that setup are asked, and the savepoint is rolled back.
+/// The corpus as a method sees it. Each setup other than [`Setup::Turns`] is made on a copy of the corpus, where
+/// the methods of that setup are asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Setup {
     /// The turns as the relay stored them (heat from one use per ingest batch, all at the same hour; no entities).
@@ -516,11 +516,14 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
         if these.is_empty() {
             continue;
         }
-        conn.execute_batch("SAVEPOINT setup")?;
-        let asked = prepare(&conn, &convs, setup)
-            .and_then(|()| evaluate(&conn, embedder.as_deref(), &convs, &these));
-        conn.execute_batch("ROLLBACK TO setup; RELEASE setup")?;
-        results.extend(asked?.0);
+        let copy = db_path.with_extension("setup.db");
+        let _ = std::fs::remove_file(&copy);
+        conn.execute("VACUUM INTO ?1", [copy.to_string_lossy()])?;
+        let set = personkit_store::db::open(&copy)?;
+        prepare(&set, &convs, setup)?;
+        results.extend(evaluate(&set, embedder.as_deref(), &convs, &these)?.0);
+        drop(set);
+        let _ = std::fs::remove_file(&copy);
     }
     if let (Some(mut ctx), Some(e)) = (ctx, &embedder) {
         embed_all(
@@ -562,7 +565,7 @@ pub fn run_retrieval(opts: &RetrievalOpts) -> anyhow::Result<Report> {
     })
 }
 
-/// Makes `setup` in the corpus (inside the caller's savepoint).
+/// Makes `setup` in the corpus (a copy).
 fn prepare(conn: &Connection, convs: &[Conversation], setup: Setup) -> anyhow::Result<()> {
     let now = Clock::system().now();
     match setup {

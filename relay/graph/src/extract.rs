@@ -325,7 +325,9 @@ fn one_window(
     let usage: personkit_llm::Usage = usage;
     let mut kept = Vec::new();
     if let Ok(s) = &answer {
-        for item in s.value["names"].as_array().into_iter().flatten() {
+        let all = s.value["names"].as_array().map_or(&[][..], Vec::as_slice);
+        report.dropped += all.len().saturating_sub(MAX_NAMES) as u64;
+        for item in all.iter().take(MAX_NAMES) {
             match checked(item, turns, privacy) {
                 Some(k) => kept.push(k),
                 None => report.dropped += 1,

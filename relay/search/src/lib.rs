@@ -785,14 +785,32 @@ fn entity_names<R: SearchReader + ?Sized>(
     Ok(names)
 }
 
+/// Most entity names the entity signal searches for (one full-text query each).
+const MAX_ENTITY_NAMES: usize = 8;
+
+/// The turns that name the entities, each name searched as a phrase. A name found in at least [`Query::depth`]
+/// turns of the query's scope is left out: a name that is everywhere (the two people of every turn of a
+/// conversation, the project every session is about) tells no candidate from another, and boosting all of them
+/// alike only pushes down what the words found (measured: BENCHMARKS.md, "Entities and heat in retrieval").
 fn entity_signal<R: SearchReader + ?Sized>(
     ctx: &mut Ctx<'_, R>,
     names: &[String],
 ) -> Result<Vec<(Key, f64)>, SearchError> {
-    let Some(expr) = text::fts_phrases(names) else {
-        return Ok(Vec::new());
-    };
-    fts_signal(ctx, &expr, None)
+    let mut all = Vec::new();
+    for name in names.iter().take(MAX_ENTITY_NAMES) {
+        let Some(expr) = text::fts_phrases(std::slice::from_ref(name)) else {
+            continue;
+        };
+        let found = fts_pass(ctx, &expr)?;
+        if found.len() < ctx.q.depth {
+            all = merge_by_score(all, found);
+        }
+    }
+    // A turn that names two of the entities counts once, at its best.
+    let mut seen = HashSet::new();
+    all.retain(|(k, _)| seen.insert(*k));
+    all.truncate(ctx.q.depth);
+    Ok(all)
 }
 
 /// Runs a query. `embedder` is `None` for the `none` kind (or when the caller wants no vector signal);
