@@ -3,7 +3,7 @@
 //! Candidates come from FTS5 BM25, vector similarity (sign-bit Hamming first pass over an in-memory index of
 //! every vector, candidates rescored with int8 copies: [`index`]), entity references (entity ids given by the
 //! caller restrict the candidates to the threads the graph links them to; their names and aliases, and those found in
-//! the query text, are matched as phrases), the user's approved knowledge
+//! the query text, are matched as phrases, except a name found in so many turns that it tells none apart), the user's approved knowledge
 //! (the messages cited by the entries the words match), recency (only when a time window is given: the pooled
 //! candidates ordered newest first) and the dates the question names — and are fused by
 //! score-normalised weighted fusion ([`fusion::convex`], the default) or weighted reciprocal rank fusion
