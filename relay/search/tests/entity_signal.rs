@@ -36,7 +36,8 @@ fn corpus(turns: &[&str]) -> (tempfile::TempDir, rusqlite::Connection) {
     ingest_observations(&mut conn, &origin, &obs, time::OffsetDateTime::now_utc()).unwrap();
     let now = time::OffsetDateTime::now_utc();
     for (kind, name) in [("person", "Maya"), ("project", "Orbit")] {
-        personkit_store::graph::upsert_entity(&conn, kind, name, &name.to_lowercase(), now).unwrap();
+        personkit_store::graph::upsert_entity(&conn, kind, name, &name.to_lowercase(), now)
+            .unwrap();
     }
     (dir, conn)
 }
@@ -59,7 +60,11 @@ fn a_name_in_every_turn_adds_nothing_and_a_rare_one_boosts() {
         .filter(|h| h.matched_via.contains(&Signal::Entity))
         .map(|h| h.snippet.as_str())
         .collect();
-    assert_eq!(via_entity.len(), 1, "only the turn naming Orbit: {via_entity:?}");
+    assert_eq!(
+        via_entity.len(),
+        1,
+        "only the turn naming Orbit: {via_entity:?}"
+    );
     assert!(via_entity[0].contains("Orbit"), "{via_entity:?}");
     assert!(r.hits[0].snippet.contains("Orbit"), "{:?}", r.hits[0]);
     // With a depth above Maya's seven turns, Maya counts again: every turn is found by the entity signal.
