@@ -466,3 +466,118 @@ fn mcp_entity_and_related(relay: &Relay) {
         client.cancel().await.unwrap();
     });
 }
+
+/// `graph extract`, `graph proposals`, `graph approve` and `graph reject` through the binary. The model is a
+/// stand-in for an OpenAI-compatible server (a remote model cannot run here) that names what it is sent. Without a
+/// model, `graph extract` says what to configure; a bad state or id says what to do instead.
+#[test]
+fn names_a_model_found_are_decided_from_the_command_line() {
+    use personkit_testkit::standin::{StandIn, chat};
+    let (_dir, db) = temp_db();
+    let mut conn = personkit_store::db::open(&db).unwrap();
+    let items = [turn_at(
+        "browser-ext:claude",
+        "trip",
+        Role::User,
+        "Book the Lisbon office for the Acme Corporation review.",
+        Some(0),
+        None,
+        "2026-11-20T09:00:00.000Z",
+    )];
+    personkit_store::ingest::ingest_batch(
+        &mut conn,
+        &personkit_store::ingest::Origin {
+            device_id: "dev".into(),
+        },
+        &items,
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    drop(conn);
+
+    let none = cli(&db, &["graph", "extract"]);
+    assert!(!none.status.success());
+    assert!(
+        none.stderr.contains("no language model is configured") && none.stderr.contains("hint:"),
+        "{}",
+        none.stderr
+    );
+
+    let server = StandIn::start_replies(|_, seen| {
+        let text = chat::messages_text(seen);
+        let mut names = Vec::new();
+        for (name, kind) in [("Lisbon", "place"), ("Acme Corporation", "organisation")] {
+            if text.contains(name) {
+                names.push(json!({"name": name, "kind": kind, "turn": 1, "confidence": "high"}));
+            }
+        }
+        chat::completion(&json!({ "names": names }).to_string())
+    });
+    std::fs::write(
+        db.parent().unwrap().join("config.toml"),
+        format!(
+            "[llm]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"stand-in\"\n",
+            server.base
+        ),
+    )
+    .unwrap();
+    let r = cli_json(&db, &["graph", "extract", "--json"]);
+    assert_eq!(
+        (r["calls"].as_u64(), r["proposed"].as_u64()),
+        (Some(1), Some(2)),
+        "{r}"
+    );
+    let waiting = cli_json(&db, &["graph", "proposals", "--json"]);
+    assert_eq!(names(&waiting), ["Acme Corporation", "Lisbon"]);
+    let id_of = |name: &str| {
+        waiting
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (acme, lisbon) = (id_of("Acme Corporation"), id_of("Lisbon"));
+    let approved = cli_json(&db, &["graph", "approve", &acme, "--json"]);
+    assert_eq!(approved[0]["state"], "approved", "{approved}");
+    let rejected = cli(&db, &["graph", "reject", &lisbon]);
+    assert!(rejected.status.success(), "{}", rejected.stderr);
+    assert!(
+        rejected.stdout.contains("will not be proposed again"),
+        "{}",
+        rejected.stdout
+    );
+    let orgs = cli_json(&db, &["graph", "list", "--kind", "organisation", "--json"]);
+    assert!(
+        names(&orgs).contains(&"Acme Corporation".to_owned()),
+        "{orgs}"
+    );
+    let places = cli_json(&db, &["graph", "list", "--kind", "place", "--json"]);
+    assert!(
+        names(&places).is_empty(),
+        "a rejected name stays out: {places}"
+    );
+    let gone = cli_json(
+        &db,
+        &["graph", "proposals", "--state", "rejected", "--json"],
+    );
+    assert_eq!(names(&gone), ["Lisbon"]);
+    let again = cli_json(&db, &["graph", "extract", "--json"]);
+    assert_eq!(again["calls"], 0, "nothing new to read: {again}");
+
+    let bad = cli(&db, &["graph", "proposals", "--state", "maybe"]);
+    assert!(
+        !bad.status.success() && bad.stderr.contains("hint:"),
+        "{}",
+        bad.stderr
+    );
+    let missing = cli(&db, &["graph", "approve", "nope"]);
+    assert!(
+        !missing.status.success() && missing.stderr.contains("graph proposals"),
+        "{}",
+        missing.stderr
+    );
+}
