@@ -16,7 +16,7 @@ use personkit_store::proposals::{self, Proposal};
 use personkit_store::read::ReadError;
 
 use super::pages::{Page, ctx, encode_query, layout, site_name, time_el, when};
-use super::{PageError, PostedTo, SessionSecret, posted_fields};
+use super::{PageError, PostedTo, SessionSecret, decision_button, posted_decision};
 use crate::error::AppError;
 use crate::routes::read::{Params, run};
 use crate::state::AppState;
@@ -129,24 +129,13 @@ fn proposals_section(csrf: &str, waiting: &[Proposal]) -> Markup {
                             td { (format!("{:.1}", p.confidence)) }
                             td { (p.messages) @if p.messages == 1 { " turn" } @else { " turns" } ", " (p.threads) @if p.threads == 1 { " thread" } @else { " threads" } }
                             td.actions {
-                                (decision_form(csrf, p, "approve", "Approve", "approve"))
-                                (decision_form(csrf, p, "reject", "Reject", "danger"))
+                                (decision_button(DECIDE, csrf, "proposal", &p.id, true, &p.name))
+                                (decision_button(DECIDE, csrf, "proposal", &p.id, false, &p.name))
                             }
                         }
                     }
                 }
             }
-        }
-    }
-}
-
-fn decision_form(csrf: &str, p: &Proposal, decision: &str, label: &str, class: &str) -> Markup {
-    html! {
-        form.inline method="post" action=(DECIDE) {
-            input type="hidden" name="csrf" value=(csrf);
-            input type="hidden" name="proposal" value=(p.id);
-            input type="hidden" name="decision" value=(decision);
-            button class=(class) type="submit" aria-label={(label) ": " (p.name)} { (label) }
         }
     }
 }
@@ -159,27 +148,7 @@ pub(super) async fn decide(
     body: Body,
 ) -> Page {
     let ctx = ctx(st.clone(), secret);
-    let f = posted_fields(
-        &ctx,
-        &to,
-        body,
-        super::FORM_BYTES,
-        &["csrf", "proposal", "decision"],
-    )
-    .await?;
-    let approve = match f.get("decision").as_deref() {
-        Some("approve") => true,
-        Some("reject") => false,
-        _ => {
-            return Err(PageError::new(
-                StatusCode::BAD_REQUEST,
-                "That did not work",
-                "the decision is approve or reject",
-                "use the buttons on the Entities page",
-            ));
-        }
-    };
-    let id = f.get("proposal").unwrap_or_default();
+    let (approve, id) = posted_decision(&ctx, &to, body, "proposal", "Entities").await?;
     let now = st.clock.now();
     let db = st.db.clone();
     let name = tokio::task::spawn_blocking(move || {

@@ -24,7 +24,9 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::pages::{Page, ctx, encode_query, layout, site_name, time_el, when};
-use super::{Ctx, PageError, PostedTo, SessionSecret, posted_fields};
+use super::{
+    Ctx, PageError, PostedTo, SessionSecret, decision_button, posted_decision, posted_fields,
+};
 use crate::error::AppError;
 use crate::routes::read::{Params, run};
 use crate::state::AppState;
@@ -179,17 +181,6 @@ fn scores(v: &Value) -> Markup {
 /// button would run past the tokens a session keeps on a long list.
 const DECIDE: &str = "/knowledge/decide";
 
-fn decision_form(csrf: &str, e: &Entry, decision: &str, label: &str, class: &str) -> Markup {
-    html! {
-        form.inline method="post" action=(DECIDE) {
-            input type="hidden" name="csrf" value=(csrf);
-            input type="hidden" name="entry" value=(e.id);
-            input type="hidden" name="decision" value=(decision);
-            button class=(class) type="submit" aria-label={(label) ": " (e.topic)} { (label) }
-        }
-    }
-}
-
 /// One entry as a card: what it says, who proposed it, how it was rated, where it comes from, and its actions.
 fn entry_card(
     csrf: &str,
@@ -264,8 +255,8 @@ fn entry_card(
                 }
             }
             div.actions {
-                @if e.status != "approved" { (decision_form(csrf, e, "approve", "Approve", "approve")) }
-                @if e.status != "rejected" { (decision_form(csrf, e, "reject", "Reject", "danger")) }
+                @if e.status != "approved" { (decision_button(DECIDE, csrf, "entry", &e.id, true, &e.topic)) }
+                @if e.status != "rejected" { (decision_button(DECIDE, csrf, "entry", &e.id, false, &e.topic)) }
                 @if !on_own_page { a.button href={"/knowledge/" (e.id) "#edit"} { "Edit…" } }
             }
         }
@@ -644,27 +635,8 @@ pub(super) async fn decide(
     body: Body,
 ) -> Page {
     let ctx = ctx(st.clone(), secret);
-    let f = posted_fields(
-        &ctx,
-        &to,
-        body,
-        super::FORM_BYTES,
-        &["csrf", "entry", "decision"],
-    )
-    .await?;
-    let status = match f.get("decision").as_deref() {
-        Some("approve") => "approved",
-        Some("reject") => "rejected",
-        _ => {
-            return Err(PageError::new(
-                StatusCode::BAD_REQUEST,
-                "That did not work",
-                "the decision is approve or reject",
-                "use the buttons on the Knowledge page",
-            ));
-        }
-    };
-    let id = f.get("entry").unwrap_or_default();
+    let (approve, id) = posted_decision(&ctx, &to, body, "entry", "Knowledge").await?;
+    let status = if approve { "approved" } else { "rejected" };
     let now = st.clock.now();
     let db = st.db.clone();
     let before = tokio::task::spawn_blocking(move || {

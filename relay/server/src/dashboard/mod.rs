@@ -494,6 +494,56 @@ pub(crate) async fn posted_form(
     .await
 }
 
+/// An Approve or Reject button of a page's list: a session form posting to `action` its CSRF token, the item's id
+/// under `field` and the decision; `what` names the item for a screen reader.
+pub(crate) fn decision_button(
+    action: &str,
+    csrf: &str,
+    field: &str,
+    id: &str,
+    approve: bool,
+    what: &str,
+) -> Markup {
+    let (decision, label, class) = if approve {
+        ("approve", "Approve", "approve")
+    } else {
+        ("reject", "Reject", "danger")
+    };
+    html! {
+        form.inline method="post" action=(action) {
+            input type="hidden" name="csrf" value=(csrf);
+            input type="hidden" name=(field) value=(id);
+            input type="hidden" name="decision" value=(decision);
+            button class=(class) type="submit" aria-label={(label) ": " (what)} { (label) }
+        }
+    }
+}
+
+/// Reads what a [`decision_button`] posted: whether it approves, and the item's id (`field`). Any other decision
+/// is a 400 that points at the buttons of `page`.
+pub(crate) async fn posted_decision(
+    ctx: &Ctx,
+    to: &PostedTo,
+    body: Body,
+    field: &'static str,
+    page: &str,
+) -> Result<(bool, String), PageError> {
+    let f = posted_fields(ctx, to, body, FORM_BYTES, &["csrf", field, "decision"]).await?;
+    let approve = match f.get("decision").as_deref() {
+        Some("approve") => true,
+        Some("reject") => false,
+        _ => {
+            return Err(PageError::new(
+                StatusCode::BAD_REQUEST,
+                "That did not work",
+                "the decision is approve or reject",
+                format!("use the buttons on the {page} page"),
+            ));
+        }
+    };
+    Ok((approve, f.get(field).unwrap_or_default()))
+}
+
 /// [`posted_form`] for a form with other fields (`allowed`, `csrf` among them) and a body of up to `max_bytes`.
 pub(crate) async fn posted_fields(
     ctx: &Ctx,
