@@ -84,7 +84,12 @@ pub fn parse_record(line: &[u8]) -> Result<Record, String> {
         )
     })?;
     let spec = &TABLES[table];
-    if v.len() != spec.columns.len() + 1 {
+    let missing = spec
+        .added_columns
+        .iter()
+        .filter(|c| !v.contains_key(**c))
+        .count();
+    if v.len() + missing != spec.columns.len() + 1 {
         return Err(format!(
             "a {} record has {} columns, this one {}",
             spec.name,
@@ -94,9 +99,11 @@ pub fn parse_record(line: &[u8]) -> Result<Record, String> {
     }
     let mut values = Vec::with_capacity(spec.columns.len());
     for c in spec.columns {
-        let val = v
-            .get(*c)
-            .ok_or_else(|| format!("{} record without {c}", spec.name))?;
+        let val = match v.get(*c) {
+            Some(val) => val,
+            None if spec.added_columns.contains(c) => &serde_json::Value::Null,
+            None => return Err(format!("{} record without {c}", spec.name)),
+        };
         values.push(match val {
             serde_json::Value::Null => Value::Null,
             // Integers are written without a point, reals always with one or an exponent (`serde_json`'s form).
@@ -169,6 +176,21 @@ mod tests {
             assert!(!line.contains(&b'\n'), "one line");
             assert_eq!(parse_record(&line).unwrap(), Record { table: i, values });
         }
+    }
+
+    #[test]
+    fn a_record_written_before_a_column_was_added_restores_it_as_null() {
+        let old = br#"{"t":"entity_merge_candidates","a":"x","b":"y","kind":"person","a_name":"A","b_name":"B","similarity":0.5,"state":"dismissed","created_at":"2026","decided_at":"2026"}"#;
+        let r = parse_record(old).unwrap();
+        assert_eq!(r.values.last(), Some(&Value::Null), "kept reads as NULL");
+        let new = br#"{"t":"entity_merge_candidates","a":"x","b":"y","kind":"person","a_name":"A","b_name":"B","similarity":0.5,"state":"merged","created_at":"2026","decided_at":"2026","kept":"x"}"#;
+        assert_eq!(
+            parse_record(new).unwrap().values.last(),
+            Some(&Value::Text("x".into()))
+        );
+        // Only an added column may be missing.
+        let short = br#"{"t":"entity_merge_candidates","a":"x","b":"y","kind":"person","a_name":"A","b_name":"B","similarity":0.5,"state":"merged","created_at":"2026","kept":"x"}"#;
+        assert!(parse_record(short).is_err());
     }
 
     #[test]

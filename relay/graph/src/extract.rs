@@ -446,7 +446,7 @@ pub fn approve(conn: &Connection, id: &str, now: OffsetDateTime) -> Result<Strin
     let kind = Kind::parse(&p.kind)
         .ok_or_else(|| GraphError::Invalid(format!("proposal {id} has an unknown kind")))?;
     let mut entity = None;
-    for s in proposals::sources(&tx, id)? {
+    for s in proposals::sources_here(&tx, id)? {
         let mut one = Proposals::default();
         one.add(kind, &p.name, s.confidence);
         let ids = apply(
@@ -467,6 +467,53 @@ pub fn approve(conn: &Connection, id: &str, now: OffsetDateTime) -> Result<Strin
     proposals::decide(&tx, id, State::Approved, Some(&entity), now)?;
     tx.commit().map_err(personkit_store::DbError::from)?;
     Ok(entity)
+}
+
+/// Links the approved proposals listed for it (`proposals::unsettled`: approved on a sync peer, or a message of
+/// one arrived since) with every message of theirs stored here, at most `limit` proposals. One stays listed until
+/// one of its messages is here. Returns how many were linked.
+pub fn settle(conn: &Connection, now: OffsetDateTime, limit: usize) -> Result<u64, GraphError> {
+    let mut linked = 0;
+    for id in proposals::unsettled(conn, limit)? {
+        let tx = store::begin(conn)?;
+        let Some(p) = proposals::get(&tx, &id)? else {
+            proposals::settled(&tx, &id)?;
+            tx.commit().map_err(personkit_store::DbError::from)?;
+            continue;
+        };
+        let here = proposals::sources_here(&tx, &id)?;
+        match Kind::parse(&p.kind) {
+            Some(kind) if p.state == State::Approved && !here.is_empty() => {
+                let mut entity = None;
+                for s in &here {
+                    let mut one = Proposals::default();
+                    one.add(kind, &p.name, s.confidence);
+                    let ids = apply(
+                        &tx,
+                        &one,
+                        &Support {
+                            kind: SourceKind::Message,
+                            id: &s.message_id,
+                            how: How::Model,
+                            seen_at: &s.seen_at,
+                        },
+                        now,
+                    )?;
+                    entity = entity.or(ids.into_iter().next());
+                }
+                if let Some(e) = entity.filter(|e| p.entity_id.as_deref() != Some(e.as_str())) {
+                    proposals::set_entity(&tx, &id, &e)?;
+                }
+                proposals::settled(&tx, &id)?;
+                linked += 1;
+            }
+            // Approved, but none of its messages has arrived yet: it waits for them.
+            Some(_) if p.state == State::Approved => {}
+            _ => proposals::settled(&tx, &id)?,
+        }
+        tx.commit().map_err(personkit_store::DbError::from)?;
+    }
+    Ok(linked)
 }
 
 /// The user rejects a proposal: it is not proposed again, and nothing of it is in the graph.

@@ -28,6 +28,9 @@ const CANDIDATE_POOL: usize = 5_000;
 /// Touched entities compared per batch.
 const CANDIDATES_PER_BATCH: usize = 500;
 
+/// Decided merges and approved proposals one [`settle`] brings into the graph at most.
+const SETTLE_PER_CALL: usize = 100;
+
 const CURSOR: &str = "cursor";
 const EVENT_CURSOR: &str = "event_cursor";
 const LAST_PASS: &str = "last_pass";
@@ -261,6 +264,8 @@ pub fn build(
             break;
         }
     }
+    // After the passes, so what they derived from a peer's rows is there to be folded and linked.
+    settle(conn, now)?;
     tracing::info!(
         messages = total.messages,
         events = total.events,
@@ -272,6 +277,18 @@ pub fn build(
         "graph pass"
     );
     Ok(total)
+}
+
+/// Merges and approvals the user decided (here or on a sync peer) that this relay's graph does not show yet: a
+/// merged pair whose two entities both exist is folded again (a peer's merge that arrived before this relay
+/// derived one of them, or a name a later turn made again), and an approved proposal's messages stored here are
+/// linked ([`crate::extract::settle`]). Bounded per call; the rest waits for the next.
+pub fn settle(conn: &Connection, now: OffsetDateTime) -> Result<(), GraphError> {
+    for (kept, gone) in store::unsettled_merges(conn, SETTLE_PER_CALL)? {
+        store::merge(conn, &kept, &gone, now)?;
+    }
+    crate::extract::settle(conn, now, SETTLE_PER_CALL)?;
+    Ok(())
 }
 
 /// When the derivation last ran, if ever.

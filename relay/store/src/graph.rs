@@ -1037,14 +1037,30 @@ pub fn merge(
         (gone, keep, &g.name, &k.name)
     };
     tx.execute(
-        "INSERT INTO entity_merge_candidates (a, b, kind, a_name, b_name, similarity, state, created_at, decided_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, coalesce((SELECT similarity FROM entity_merge_candidates WHERE a = ?1 AND b = ?2), 0), 'merged', ?6, ?6)
-         ON CONFLICT(a, b) DO UPDATE SET state = 'merged', decided_at = ?6",
-        params![a, b, k.kind, an, bn, at],
+        "INSERT INTO entity_merge_candidates (a, b, kind, a_name, b_name, similarity, state, created_at, decided_at,
+             kept)
+         VALUES (?1, ?2, ?3, ?4, ?5, coalesce((SELECT similarity FROM entity_merge_candidates WHERE a = ?1 AND b = ?2), 0), 'merged', ?6, ?6, ?7)
+         ON CONFLICT(a, b) DO UPDATE SET
+             decided_at = CASE WHEN state = 'merged' THEN decided_at ELSE ?6 END, state = 'merged', kept = ?7",
+        params![a, b, k.kind, an, bn, at, keep],
     )?;
     tx.execute("DELETE FROM entities WHERE id = ?1", [gone])?;
     tx.commit()?;
     Ok(())
+}
+
+/// Merges the user decided (here or on a sync peer) whose two entities both exist here: `(kept, gone)` pairs, at
+/// most `limit`. A peer's merge arrives before this relay has derived one of its entities, or a later pass makes
+/// the folded one again from a new mention; the graph's pass folds them.
+pub fn unsettled_merges(conn: &Connection, limit: usize) -> Result<Vec<(String, String)>, DbError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT c.kept, CASE WHEN c.kept = c.a THEN c.b ELSE c.a END FROM entity_merge_candidates c
+         WHERE c.state = 'merged' AND c.kept IS NOT NULL
+           AND EXISTS (SELECT 1 FROM entities WHERE id = c.a) AND EXISTS (SELECT 1 FROM entities WHERE id = c.b)
+         ORDER BY c.decided_at, c.a, c.b LIMIT ?1",
+    )?;
+    let rows = stmt.query_map([limit.min(MAX_LIST) as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// A named value of the derivation's state.

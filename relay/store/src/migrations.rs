@@ -55,6 +55,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(25, "0025_heat"),
     migration!(26, "0026_graph"),
     migration!(27, "0027_entity_proposals"),
+    migration!(28, "0028_graph_sync"),
 ];
 
 /// The schema version this build writes.

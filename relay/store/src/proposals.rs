@@ -219,6 +219,47 @@ pub fn decide(
     Ok(n > 0)
 }
 
+/// Approved proposals the graph has yet to link here (a peer's approval, or a message of one that arrived since),
+/// at most `limit`.
+pub fn unsettled(conn: &Connection, limit: usize) -> Result<Vec<String>, DbError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT proposal_id FROM graph_settle ORDER BY proposal_id LIMIT ?1")?;
+    let rows = stmt.query_map([limit.min(MAX_LIST) as i64], |r| r.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Records the entity an approved proposal is linked to here (a decision made on a peer names its own).
+pub fn set_entity(conn: &Connection, id: &str, entity_id: &str) -> Result<(), DbError> {
+    conn.prepare_cached("UPDATE entity_proposals SET entity_id = ?2 WHERE id = ?1")?
+        .execute(params![id, entity_id])?;
+    Ok(())
+}
+
+/// Takes a proposal off the list [`unsettled`] reads.
+pub fn settled(conn: &Connection, id: &str) -> Result<(), DbError> {
+    conn.prepare_cached("DELETE FROM graph_settle WHERE proposal_id = ?1")?
+        .execute([id])?;
+    Ok(())
+}
+
+/// The messages of a proposal that are stored here, oldest first, at most [`MAX_SOURCES`].
+pub fn sources_here(conn: &Connection, id: &str) -> Result<Vec<ProposalSource>, DbError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.message_id, s.thread_id, s.confidence, s.seen_at FROM entity_proposal_sources s
+         WHERE s.proposal_id = ?1 AND EXISTS (SELECT 1 FROM messages m WHERE m.id = s.message_id)
+         ORDER BY s.seen_at, s.message_id LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![id, MAX_SOURCES as i64], |r| {
+        Ok(ProposalSource {
+            message_id: r.get(0)?,
+            thread_id: r.get(1)?,
+            confidence: r.get(2)?,
+            seen_at: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// Inside a forget (`forget::remove_selected`): the selected messages' rows go, and every proposal left without a
 /// message with them.
 pub(crate) fn forget_selected(tx: &rusqlite::Transaction<'_>) -> Result<(), DbError> {

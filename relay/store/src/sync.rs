@@ -311,6 +311,12 @@ pub enum Change {
     Tombstone(String),
     /// A memory version, by id (migration 0023).
     Memory(String),
+    /// A harvested event, by id (migration 0028).
+    Event(String),
+    /// A decided merge candidate, by its two entity ids (migration 0028).
+    Merge(String, String),
+    /// An entity proposal, by id (migration 0028).
+    Proposal(String),
     /// A shape the table's CHECK rules out; it still moves the cursor.
     Other,
 }
@@ -334,6 +340,12 @@ pub fn feed(conn: &Connection, after: i64, limit: usize) -> Result<Vec<(i64, Cha
                     ("m", _, Some(pk)) => Change::Message(pk),
                     ("f", Some(id), _) => Change::Tombstone(id),
                     ("v", Some(id), _) => Change::Memory(id),
+                    ("e", Some(id), _) => Change::Event(id),
+                    ("g", Some(id), _) => match id.split_once('|') {
+                        Some((a, b)) => Change::Merge(a.to_owned(), b.to_owned()),
+                        None => Change::Other,
+                    },
+                    ("p", Some(id), _) => Change::Proposal(id),
                     _ => Change::Other,
                 };
                 Ok((r.get(0)?, change))
@@ -475,6 +487,165 @@ pub fn memory_row(
         .query_map(
             params![id, i64::try_from(max_sources).unwrap_or(i64::MAX)],
             |r| r.get(0),
+        )?
+        .collect::<Result<_, _>>()?;
+    Ok(Some(row))
+}
+
+/// A harvested event as sync reads and writes it: every column but its provenance row, which is each relay's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSyncRow {
+    pub id: String,
+    pub kind: String,
+    pub source_surface: String,
+    pub content: String,
+    pub content_hash: String,
+    pub minute_bucket: i64,
+    pub occurred_at: String,
+    pub captured_at: String,
+    /// A JSON object, as text.
+    pub attrs: String,
+    pub origin_device: String,
+    pub origin_seq: i64,
+}
+
+/// The event `id`, if stored.
+pub fn event_row(conn: &Connection, id: &str) -> Result<Option<EventSyncRow>, DbError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT id, kind, source_surface, content, content_hash, minute_bucket, occurred_at, captured_at, attrs,
+                origin_device, origin_seq FROM events WHERE id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok(EventSyncRow {
+                id: r.get(0)?,
+                kind: r.get(1)?,
+                source_surface: r.get(2)?,
+                content: r.get(3)?,
+                content_hash: r.get(4)?,
+                minute_bucket: r.get(5)?,
+                occurred_at: r.get(6)?,
+                captured_at: r.get(7)?,
+                attrs: r.get(8)?,
+                origin_device: r.get(9)?,
+                origin_seq: r.get(10)?,
+            })
+        })
+        .optional()?)
+}
+
+/// A decided merge candidate as sync reads and writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeRow {
+    /// The smaller entity id.
+    pub a: String,
+    pub b: String,
+    pub kind: String,
+    pub a_name: String,
+    pub b_name: String,
+    pub similarity: f64,
+    /// `merged` or `dismissed`.
+    pub state: String,
+    /// For a merge, the entity that stayed (`a` or `b`).
+    pub kept: Option<String>,
+    pub created_at: String,
+    pub decided_at: Option<String>,
+}
+
+/// The merge candidate `(a, b)`, if stored (in any state).
+pub fn merge_row(conn: &Connection, a: &str, b: &str) -> Result<Option<MergeRow>, DbError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT a, b, kind, a_name, b_name, similarity, state, kept, created_at, decided_at
+             FROM entity_merge_candidates WHERE a = ?1 AND b = ?2",
+        )?
+        .query_row(params![a, b], |r| {
+            Ok(MergeRow {
+                a: r.get(0)?,
+                b: r.get(1)?,
+                kind: r.get(2)?,
+                a_name: r.get(3)?,
+                b_name: r.get(4)?,
+                similarity: r.get(5)?,
+                state: r.get(6)?,
+                kept: r.get(7)?,
+                created_at: r.get(8)?,
+                decided_at: r.get(9)?,
+            })
+        })
+        .optional()?)
+}
+
+/// One message an entity proposal was found in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProposalSourceRow {
+    pub message_id: String,
+    pub thread_id: String,
+    pub confidence: f64,
+    pub seen_at: String,
+}
+
+/// An entity proposal as sync reads and writes it (`entity_id` is each relay's own: its graph links it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProposalRow {
+    pub id: String,
+    pub kind: String,
+    pub name: String,
+    pub key: String,
+    pub confidence: f64,
+    pub model: String,
+    /// `proposed`, `approved` or `rejected`.
+    pub state: String,
+    pub created_at: String,
+    pub decided_at: Option<String>,
+    /// Ordered by message id.
+    pub sources: Vec<ProposalSourceRow>,
+}
+
+/// The proposal `id`, if stored, with at most `max_sources` of its messages (in id order).
+pub fn proposal_row(
+    conn: &Connection,
+    id: &str,
+    max_sources: usize,
+) -> Result<Option<ProposalRow>, DbError> {
+    let row = conn
+        .prepare_cached(
+            "SELECT kind, name, key, confidence, model, state, created_at, decided_at
+             FROM entity_proposals WHERE id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok(ProposalRow {
+                id: id.to_owned(),
+                kind: r.get(0)?,
+                name: r.get(1)?,
+                key: r.get(2)?,
+                confidence: r.get(3)?,
+                model: r.get(4)?,
+                state: r.get(5)?,
+                created_at: r.get(6)?,
+                decided_at: r.get(7)?,
+                sources: Vec::new(),
+            })
+        })
+        .optional()?;
+    let Some(mut row) = row else {
+        return Ok(None);
+    };
+    row.sources = conn
+        .prepare_cached(
+            "SELECT message_id, thread_id, confidence, seen_at FROM entity_proposal_sources
+             WHERE proposal_id = ?1 ORDER BY message_id LIMIT ?2",
+        )?
+        .query_map(
+            params![id, i64::try_from(max_sources).unwrap_or(i64::MAX)],
+            |r| {
+                Ok(ProposalSourceRow {
+                    message_id: r.get(0)?,
+                    thread_id: r.get(1)?,
+                    confidence: r.get(2)?,
+                    seen_at: r.get(3)?,
+                })
+            },
         )?
         .collect::<Result<_, _>>()?;
     Ok(Some(row))
@@ -887,6 +1058,26 @@ impl SyncTx<'_> {
                  ON CONFLICT(id) DO UPDATE SET forgotten_at = ?3",
             )?
             .execute(params![t.id, t.thread_id, t.forgotten_at])?;
+        // A proposal a peer sent may name a message that never reached this relay: its rows go with the id.
+        let proposals: Vec<String> = self
+            .tx
+            .prepare_cached(
+                "SELECT proposal_id FROM entity_proposal_sources WHERE message_id = ?1",
+            )?
+            .query_map([&t.id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        if !proposals.is_empty() {
+            self.tx
+                .prepare_cached("DELETE FROM entity_proposal_sources WHERE message_id = ?1")?
+                .execute([&t.id])?;
+            let mut orphan = self.tx.prepare_cached(
+                "DELETE FROM entity_proposals WHERE id = ?1
+                 AND NOT EXISTS (SELECT 1 FROM entity_proposal_sources WHERE proposal_id = ?1)",
+            )?;
+            for p in &proposals {
+                orphan.execute([p])?;
+            }
+        }
         Ok(())
     }
 
@@ -985,6 +1176,131 @@ impl SyncTx<'_> {
         crate::memory::mark_due(&self.tx, tier, &self.now_s)
     }
 
+    /// Whether an event of this id, or of its content hash in its minute, is stored.
+    pub fn event_stored(&self, id: &str, content_hash: &str, bucket: i64) -> Result<bool, DbError> {
+        Ok(self
+            .tx
+            .prepare_cached(
+                "SELECT 1 FROM events WHERE id = ?1
+                 UNION ALL SELECT 1 FROM events WHERE content_hash = ?2 AND minute_bucket = ?3",
+            )?
+            .exists(params![id, content_hash, bucket])?)
+    }
+
+    /// Inserts a peer's event as given (without a provenance row: it was made on the peer).
+    pub fn insert_event(&self, e: &EventSyncRow) -> Result<(), DbError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO events (id, kind, source_surface, content, content_hash, minute_bucket, occurred_at,
+                     captured_at, attrs, provenance_id, origin_device, origin_seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, ?10, ?11)",
+            )?
+            .execute(params![
+                e.id,
+                e.kind,
+                e.source_surface,
+                e.content,
+                e.content_hash,
+                e.minute_bucket,
+                e.occurred_at,
+                e.captured_at,
+                e.attrs,
+                e.origin_device,
+                e.origin_seq
+            ])?;
+        Ok(())
+    }
+
+    pub fn merge_decision(&self, a: &str, b: &str) -> Result<Option<MergeRow>, DbError> {
+        merge_row(&self.tx, a, b)
+    }
+
+    /// Writes a merge candidate's row as given (a new one, or a stored one's decision).
+    pub fn put_merge_decision(&self, m: &MergeRow) -> Result<(), DbError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO entity_merge_candidates (a, b, kind, a_name, b_name, similarity, state, kept, created_at,
+                     decided_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT(a, b) DO UPDATE SET state = ?7, kept = ?8, decided_at = ?10",
+            )?
+            .execute(params![
+                m.a,
+                m.b,
+                m.kind,
+                m.a_name,
+                m.b_name,
+                m.similarity,
+                m.state,
+                m.kept,
+                m.created_at,
+                m.decided_at
+            ])?;
+        Ok(())
+    }
+
+    /// The proposal `id` with every message it names here, if stored.
+    pub fn proposal(&self, id: &str) -> Result<Option<ProposalRow>, DbError> {
+        proposal_row(&self.tx, id, usize::MAX)
+    }
+
+    /// Writes a proposal's row (a new one, or a stored one's state, confidence and decision time) and adds the
+    /// messages given; `sources` are written as given.
+    pub fn put_proposal(&self, p: &ProposalRow) -> Result<(), DbError> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO entity_proposals (id, kind, name, key, confidence, model, state, created_at, decided_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT(id) DO UPDATE SET confidence = ?5, state = ?7, decided_at = ?9",
+            )?
+            .execute(params![
+                p.id,
+                p.kind,
+                p.name,
+                p.key,
+                p.confidence,
+                p.model,
+                p.state,
+                p.created_at,
+                p.decided_at
+            ])?;
+        let mut add = self.tx.prepare_cached(
+            "INSERT INTO entity_proposal_sources (proposal_id, message_id, thread_id, confidence, seen_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(proposal_id, message_id) DO UPDATE SET confidence = ?4 WHERE confidence < ?4",
+        )?;
+        for s in &p.sources {
+            add.execute(params![
+                p.id,
+                s.message_id,
+                s.thread_id,
+                s.confidence,
+                s.seen_at
+            ])?;
+        }
+        Ok(())
+    }
+
+    /// Lists an approved proposal for the graph to link its messages here (`graph_settle`).
+    pub fn settle_proposal(&self, id: &str) -> Result<(), DbError> {
+        self.tx
+            .prepare_cached("INSERT OR IGNORE INTO graph_settle (proposal_id) VALUES (?1)")?
+            .execute([id])?;
+        Ok(())
+    }
+
+    /// Lists for linking every approved proposal found in message `id` (which just arrived).
+    pub fn settle_proposals_of(&self, message_id: &str) -> Result<(), DbError> {
+        self.tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO graph_settle (proposal_id)
+                 SELECT s.proposal_id FROM entity_proposal_sources s JOIN entity_proposals p ON p.id = s.proposal_id
+                 WHERE s.message_id = ?1 AND p.state = 'approved'",
+            )?
+            .execute([message_id])?;
+        Ok(())
+    }
+
     /// Moves a peer's pull cursor (and its last sync time).
     pub fn set_pull_cursor(&self, peer_id: &str, cursor: i64) -> Result<(), DbError> {
         self.tx.execute(
@@ -1063,6 +1379,23 @@ pub fn canonical_dump(conn: &Connection) -> Result<String, DbError> {
     )?;
     section(
         "SELECT 'memory_source', version_id, thread_id FROM memory_sources",
+        3,
+    )?;
+    section(
+        "SELECT 'event', id, kind, source_surface, content, content_hash, minute_bucket, occurred_at, captured_at,
+            attrs, origin_device, origin_seq FROM events WHERE json_extract(attrs, '$.thread_id') IS NULL",
+        12,
+    )?;
+    section(
+        "SELECT 'merge', a, b, state, kept FROM entity_merge_candidates WHERE state != 'proposed'",
+        5,
+    )?;
+    section(
+        "SELECT 'proposal', id, kind, key, state FROM entity_proposals",
+        5,
+    )?;
+    section(
+        "SELECT 'proposal_source', proposal_id, message_id FROM entity_proposal_sources",
         3,
     )?;
     Ok(out)

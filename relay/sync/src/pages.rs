@@ -32,8 +32,9 @@ use personkit_shared::wire::{MAX_CONTENT_BYTES, MAX_FIELD_BYTES, Role, is_valid_
 use personkit_store::clock::normalize_time;
 use personkit_store::forget::Arriving;
 use personkit_store::sync::{
-    self as store, Change, MemoryRow, MessageRow, ProvenanceRow, RenderingRow, StoredTurn,
-    StoredVersion, SyncTx, ThreadRow, TombstoneRow, TurnFacts,
+    self as store, Change, EventSyncRow, MemoryRow, MergeRow, MessageRow, ProposalRow,
+    ProposalSourceRow, ProvenanceRow, RenderingRow, StoredTurn, StoredVersion, SyncTx, ThreadRow,
+    TombstoneRow, TurnFacts,
 };
 use personkit_store::{Connection, DbError};
 use serde::{Deserialize, Serialize};
@@ -53,6 +54,8 @@ pub const MAX_MEMORY_BODY_BYTES: usize = 256 * 1024;
 pub const MAX_MEMORY_SOURCES: usize = 10_000;
 /// Most versions a memory version may name as made from.
 const MAX_BASED_ON: usize = 64;
+/// Most messages an entity proposal may name.
+pub const MAX_PROPOSAL_SOURCES: usize = 10_000;
 
 /// One page of the change feed, as it travels.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -65,12 +68,14 @@ pub struct Page {
     pub more: bool,
     /// Entries after `next` (for progress).
     pub remaining: i64,
-    /// Threads (those the page's messages belong to, first), messages, tombstones and memory versions.
+    /// Threads (those the page's messages belong to, first), messages, tombstones, memory versions, events,
+    /// merge decisions and entity proposals.
     pub items: Vec<Value>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Items as they travel: an object with `kind` ("thread", "message", "tombstone", "memory") and the fields below.
+// Items as they travel: an object with `kind` ("thread", "message", "tombstone", "memory", "event", "merge",
+// "proposal") and the fields below.
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -304,6 +309,186 @@ impl From<MessageItem> for MessageRow {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventItem {
+    id: String,
+    event_kind: String,
+    source_surface: String,
+    content: String,
+    content_hash: String,
+    minute_bucket: i64,
+    occurred_at: String,
+    captured_at: String,
+    attrs: serde_json::Map<String, Value>,
+    origin_device: String,
+    origin_seq: i64,
+}
+
+impl From<EventSyncRow> for EventItem {
+    fn from(e: EventSyncRow) -> Self {
+        EventItem {
+            id: e.id,
+            event_kind: e.kind,
+            source_surface: e.source_surface,
+            content: e.content,
+            content_hash: e.content_hash,
+            minute_bucket: e.minute_bucket,
+            occurred_at: e.occurred_at,
+            captured_at: e.captured_at,
+            attrs: serde_json::from_str(&e.attrs).unwrap_or_default(),
+            origin_device: e.origin_device,
+            origin_seq: e.origin_seq,
+        }
+    }
+}
+
+impl From<EventItem> for EventSyncRow {
+    fn from(e: EventItem) -> Self {
+        EventSyncRow {
+            id: e.id,
+            kind: e.event_kind,
+            source_surface: e.source_surface,
+            content: e.content,
+            content_hash: e.content_hash,
+            minute_bucket: e.minute_bucket,
+            occurred_at: e.occurred_at,
+            captured_at: e.captured_at,
+            attrs: Value::Object(e.attrs).to_string(),
+            origin_device: e.origin_device,
+            origin_seq: e.origin_seq,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MergeItem {
+    a: String,
+    b: String,
+    entity_kind: String,
+    a_name: String,
+    b_name: String,
+    similarity: f64,
+    state: String,
+    kept: Option<String>,
+    created_at: String,
+    decided_at: Option<String>,
+}
+
+impl From<MergeRow> for MergeItem {
+    fn from(m: MergeRow) -> Self {
+        MergeItem {
+            a: m.a,
+            b: m.b,
+            entity_kind: m.kind,
+            a_name: m.a_name,
+            b_name: m.b_name,
+            similarity: m.similarity,
+            state: m.state,
+            kept: m.kept,
+            created_at: m.created_at,
+            decided_at: m.decided_at,
+        }
+    }
+}
+
+impl From<MergeItem> for MergeRow {
+    fn from(m: MergeItem) -> Self {
+        MergeRow {
+            a: m.a,
+            b: m.b,
+            kind: m.entity_kind,
+            a_name: m.a_name,
+            b_name: m.b_name,
+            similarity: m.similarity,
+            state: m.state,
+            kept: m.kept,
+            created_at: m.created_at,
+            decided_at: m.decided_at,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProposalSourceItem {
+    message_id: String,
+    thread_id: String,
+    confidence: f64,
+    seen_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProposalItem {
+    id: String,
+    entity_kind: String,
+    name: String,
+    key: String,
+    confidence: f64,
+    model: String,
+    state: String,
+    created_at: String,
+    decided_at: Option<String>,
+    sources: Vec<ProposalSourceItem>,
+}
+
+impl From<ProposalRow> for ProposalItem {
+    fn from(p: ProposalRow) -> Self {
+        ProposalItem {
+            id: p.id,
+            entity_kind: p.kind,
+            name: p.name,
+            key: p.key,
+            confidence: p.confidence,
+            model: p.model,
+            state: p.state,
+            created_at: p.created_at,
+            decided_at: p.decided_at,
+            sources: p
+                .sources
+                .into_iter()
+                .map(|s| ProposalSourceItem {
+                    message_id: s.message_id,
+                    thread_id: s.thread_id,
+                    confidence: s.confidence,
+                    seen_at: s.seen_at,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<ProposalItem> for ProposalRow {
+    fn from(p: ProposalItem) -> Self {
+        let mut sources: Vec<ProposalSourceRow> = p
+            .sources
+            .into_iter()
+            .map(|s| ProposalSourceRow {
+                message_id: s.message_id,
+                thread_id: s.thread_id,
+                confidence: s.confidence,
+                seen_at: s.seen_at,
+            })
+            .collect();
+        sources.sort_by(|x, y| x.message_id.cmp(&y.message_id));
+        sources.dedup_by(|x, y| x.message_id == y.message_id);
+        ProposalRow {
+            id: p.id,
+            kind: p.entity_kind,
+            name: p.name,
+            key: p.key,
+            confidence: p.confidence,
+            model: p.model,
+            state: p.state,
+            created_at: p.created_at,
+            decided_at: p.decided_at,
+            sources,
+        }
+    }
+}
+
 /// An item with its `kind`, as it travels.
 fn tagged(kind: &str, item: impl Serialize) -> Result<Value, DbError> {
     let mut v = serde_json::to_value(item)
@@ -355,6 +540,24 @@ pub fn page(conn: &Connection, after: i64, limit: usize) -> Result<Page, DbError
                 if let Some(v) = store::memory_row(conn, &id, MAX_MEMORY_SOURCES + 1)? {
                     bytes += v.body.len() + 40 * v.sources.len();
                     rest.push(tagged("memory", MemoryItem::from(v))?);
+                }
+            }
+            Change::Event(id) => {
+                if let Some(e) = store::event_row(conn, &id)? {
+                    bytes += e.content.len() + e.attrs.len();
+                    rest.push(tagged("event", EventItem::from(e))?);
+                }
+            }
+            Change::Merge(a, b) => {
+                if let Some(m) = store::merge_row(conn, &a, &b)?.filter(|m| m.state != "proposed") {
+                    rest.push(tagged("merge", MergeItem::from(m))?);
+                }
+            }
+            Change::Proposal(id) => {
+                // One source more than an item may hold: a proposal with too many is refused by the peer, not cut.
+                if let Some(p) = store::proposal_row(conn, &id, MAX_PROPOSAL_SOURCES + 1)? {
+                    bytes += p.name.len() + 120 * p.sources.len();
+                    rest.push(tagged("proposal", ProposalItem::from(p))?);
                 }
             }
             Change::Other => {}
@@ -646,6 +849,149 @@ fn check_memory(v: &MemoryItem) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
+/// An entity's id: 32 lowercase hex digits (`personkit_store::graph::entity_id`).
+fn is_entity_id(s: &str) -> bool {
+    is_version_id(s)
+}
+
+fn unit(x: f64) -> bool {
+    x.is_finite() && (0.0..=1.0).contains(&x)
+}
+
+fn check_event(e: &EventItem) -> Result<(), (&'static str, String)> {
+    if !short(&e.event_kind)
+        || !short(&e.source_surface)
+        || !short(&e.origin_device)
+        || e.origin_seq < 0
+    {
+        return Err((
+            "invalid_event",
+            "a field is empty, too long or holds control characters".into(),
+        ));
+    }
+    if e.content.len() > personkit_store::events::MAX_CONTENT_BYTES {
+        return Err(("invalid_content", "event content is too large".into()));
+    }
+    if Value::Object(e.attrs.clone()).to_string().len() > personkit_store::events::MAX_CONTENT_BYTES
+    {
+        return Err(("invalid_event", "event attrs are too large".into()));
+    }
+    // Events derived from a thread are each relay's own (docs/sync.md).
+    if e.attrs.contains_key("thread_id") {
+        return Err((
+            "invalid_event",
+            "an event derived from a thread does not travel".into(),
+        ));
+    }
+    if !canonical_time(&e.occurred_at) || !canonical_time(&e.captured_at) {
+        return Err((
+            "invalid_time",
+            "event times are not in the stored form".into(),
+        ));
+    }
+    let at = personkit_store::clock::parse_time(&e.occurred_at)
+        .map(|t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0));
+    if !is_hash(&e.content_hash)
+        || at.map(ids::minute_bucket) != Some(e.minute_bucket)
+        || ids::event_id(&e.content_hash, e.minute_bucket) != e.id
+    {
+        return Err((
+            "id_mismatch",
+            "event id is not the id of its content hash and the minute it occurred in".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_merge(m: &MergeItem) -> Result<(), (&'static str, String)> {
+    if !is_entity_id(&m.a) || !is_entity_id(&m.b) || m.a >= m.b {
+        return Err((
+            "invalid_merge",
+            "a and b are not two entity ids in order".into(),
+        ));
+    }
+    if !short(&m.entity_kind) || !short(&m.a_name) || !short(&m.b_name) || !unit(m.similarity) {
+        return Err((
+            "invalid_merge",
+            "a field is empty, too long or out of range".into(),
+        ));
+    }
+    let kept_ok = match (m.state.as_str(), m.kept.as_deref()) {
+        ("merged", Some(k)) => k == m.a || k == m.b,
+        ("dismissed", None) => true,
+        _ => false,
+    };
+    if !kept_ok {
+        return Err((
+            "invalid_merge",
+            "a decision is merged (keeping a or b) or dismissed".into(),
+        ));
+    }
+    if !canonical_time(&m.created_at) || !m.decided_at.as_deref().is_some_and(canonical_time) {
+        return Err((
+            "invalid_time",
+            "merge times are not in the stored form".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_proposal(p: &ProposalItem) -> Result<(), (&'static str, String)> {
+    if !short(&p.entity_kind)
+        || !short(&p.name)
+        || !short(&p.key)
+        || !short(&p.model)
+        || !unit(p.confidence)
+    {
+        return Err((
+            "invalid_proposal",
+            "a field is empty, too long or out of range".into(),
+        ));
+    }
+    if personkit_store::proposals::proposal_id(&p.entity_kind, &p.key) != p.id {
+        return Err((
+            "id_mismatch",
+            "proposal id is not the id of its kind and key".into(),
+        ));
+    }
+    let decided = match p.state.as_str() {
+        "proposed" => p.decided_at.is_none(),
+        "approved" | "rejected" => p.decided_at.is_some(),
+        _ => false,
+    };
+    if !decided {
+        return Err((
+            "invalid_proposal",
+            "state is proposed (undecided), approved or rejected (decided)".into(),
+        ));
+    }
+    if !canonical_time(&p.created_at) || !p.decided_at.as_deref().is_none_or(canonical_time) {
+        return Err((
+            "invalid_time",
+            "proposal times are not in the stored form".into(),
+        ));
+    }
+    if p.sources.is_empty() || p.sources.len() > MAX_PROPOSAL_SOURCES {
+        return Err((
+            "invalid_proposal",
+            format!("a proposal names 1 to {MAX_PROPOSAL_SOURCES} messages"),
+        ));
+    }
+    let sources_ok = p.sources.iter().all(|s| {
+        is_thread_id(&s.message_id)
+            && is_thread_id(&s.thread_id)
+            && unit(s.confidence)
+            && canonical_time(&s.seen_at)
+    });
+    if !sources_ok {
+        return Err((
+            "invalid_proposal",
+            "a source is not a message of a thread with a confidence and a time".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// What a tombstone id names: a message id (a UUID in its stored form), or a turn of one thread by another of its
 /// identities (`key:<thread>|<site id>`, `words:<thread>|<role>|<hash>`), which carries that thread.
 enum TombstoneName<'a> {
@@ -701,6 +1047,9 @@ enum Item {
     Message(Box<MessageItem>),
     Tombstone(TombstoneItem),
     Memory(Box<MemoryItem>),
+    Event(Box<EventItem>),
+    Merge(Box<MergeItem>),
+    Proposal(Box<ProposalItem>),
 }
 
 fn parse_item(index: usize, v: &Value) -> Result<Item, Rejection> {
@@ -724,11 +1073,14 @@ fn parse_item(index: usize, v: &Value) -> Result<Item, Rejection> {
         "message" => Item::Message(Box::new(serde_json::from_value(body).map_err(bad)?)),
         "tombstone" => Item::Tombstone(serde_json::from_value(body).map_err(bad)?),
         "memory" => Item::Memory(Box::new(serde_json::from_value(body).map_err(bad)?)),
+        "event" => Item::Event(Box::new(serde_json::from_value(body).map_err(bad)?)),
+        "merge" => Item::Merge(Box::new(serde_json::from_value(body).map_err(bad)?)),
+        "proposal" => Item::Proposal(Box::new(serde_json::from_value(body).map_err(bad)?)),
         _ => {
             return Err(reject(
                 index,
                 "unknown_kind",
-                "kind is not thread, message, tombstone or memory",
+                "kind is not thread, message, tombstone, memory, event, merge or proposal",
             ));
         }
     };
@@ -737,6 +1089,9 @@ fn parse_item(index: usize, v: &Value) -> Result<Item, Rejection> {
         Item::Message(m) => check_message(m).map(|_| ()),
         Item::Tombstone(t) => check_tombstone(t),
         Item::Memory(v) => check_memory(v),
+        Item::Event(e) => check_event(e),
+        Item::Merge(m) => check_merge(m),
+        Item::Proposal(p) => check_proposal(p),
     };
     checked.map_err(|(code, message)| reject(index, code, message))?;
     Ok(item)
@@ -750,6 +1105,9 @@ struct Checked {
     messages: Vec<(usize, MessageRow)>,
     tombstones: Vec<(usize, TombstoneRow)>,
     memories: Vec<(usize, MemoryRow)>,
+    events: Vec<(usize, EventSyncRow)>,
+    merges: Vec<(usize, MergeRow)>,
+    proposals: Vec<(usize, ProposalRow)>,
     rejected: Vec<Rejection>,
 }
 
@@ -770,6 +1128,9 @@ fn check_items(items: &[Value]) -> Checked {
                 },
             )),
             Ok(Item::Memory(v)) => out.memories.push((index, (*v).into())),
+            Ok(Item::Event(e)) => out.events.push((index, (*e).into())),
+            Ok(Item::Merge(m)) => out.merges.push((index, (*m).into())),
+            Ok(Item::Proposal(p)) => out.proposals.push((index, (*p).into())),
             Err(r) => out.rejected.push(r),
         }
     }
@@ -834,6 +1195,25 @@ pub trait PageStore {
     fn forgotten_since(&mut self, threads: &[String], at: &str) -> Result<bool, Self::Error>;
     /// Marks a memory tier due to run again.
     fn mark_memory_due(&mut self, tier: &str) -> Result<(), Self::Error>;
+    /// Whether an event of this id, or of its content hash in its minute, is stored.
+    fn event_stored(
+        &mut self,
+        id: &str,
+        content_hash: &str,
+        bucket: i64,
+    ) -> Result<bool, Self::Error>;
+    fn insert_event(&mut self, e: &EventSyncRow) -> Result<(), Self::Error>;
+    /// The merge candidate `(a, b)` in any state, if stored.
+    fn merge_decision(&mut self, a: &str, b: &str) -> Result<Option<MergeRow>, Self::Error>;
+    fn put_merge_decision(&mut self, m: &MergeRow) -> Result<(), Self::Error>;
+    /// A proposal with every message it names here.
+    fn proposal(&mut self, id: &str) -> Result<Option<ProposalRow>, Self::Error>;
+    /// Writes a proposal's state, confidence and decision time, and adds (or raises) the messages given.
+    fn put_proposal(&mut self, p: &ProposalRow) -> Result<(), Self::Error>;
+    /// Lists an approved proposal for the graph to link here.
+    fn settle_proposal(&mut self, id: &str) -> Result<(), Self::Error>;
+    /// Lists for linking every approved proposal found in a message that just arrived.
+    fn settle_proposals_of(&mut self, message_id: &str) -> Result<(), Self::Error>;
 }
 
 impl PageStore for SyncTx<'_> {
@@ -925,6 +1305,30 @@ impl PageStore for SyncTx<'_> {
     }
     fn mark_memory_due(&mut self, tier: &str) -> Result<(), DbError> {
         SyncTx::mark_memory_due(self, tier)
+    }
+    fn event_stored(&mut self, id: &str, content_hash: &str, bucket: i64) -> Result<bool, DbError> {
+        SyncTx::event_stored(self, id, content_hash, bucket)
+    }
+    fn insert_event(&mut self, e: &EventSyncRow) -> Result<(), DbError> {
+        SyncTx::insert_event(self, e)
+    }
+    fn merge_decision(&mut self, a: &str, b: &str) -> Result<Option<MergeRow>, DbError> {
+        SyncTx::merge_decision(self, a, b)
+    }
+    fn put_merge_decision(&mut self, m: &MergeRow) -> Result<(), DbError> {
+        SyncTx::put_merge_decision(self, m)
+    }
+    fn proposal(&mut self, id: &str) -> Result<Option<ProposalRow>, DbError> {
+        SyncTx::proposal(self, id)
+    }
+    fn put_proposal(&mut self, p: &ProposalRow) -> Result<(), DbError> {
+        SyncTx::put_proposal(self, p)
+    }
+    fn settle_proposal(&mut self, id: &str) -> Result<(), DbError> {
+        SyncTx::settle_proposal(self, id)
+    }
+    fn settle_proposals_of(&mut self, message_id: &str) -> Result<(), DbError> {
+        SyncTx::settle_proposals_of(self, message_id)
     }
 }
 
@@ -1049,6 +1453,9 @@ fn merge_page<S: PageStore>(
         messages,
         tombstones,
         memories,
+        events,
+        merges,
+        proposals,
         rejected,
     } = page;
     let mut out = Applied {
@@ -1099,6 +1506,33 @@ fn merge_page<S: PageStore>(
             Outcome::Forgotten => out.forgotten += 1,
             Outcome::Rejected(code, message) => out.rejected.push(reject(*index, code, message)),
         }
+    }
+    let mut tally = |outcome: Outcome, index: usize, out: &mut Applied| match outcome {
+        Outcome::Inserted => out.stored += 1,
+        Outcome::Stored => {
+            out.stored += 1;
+            merged = true;
+        }
+        Outcome::Unchanged => out.unchanged += 1,
+        Outcome::Forgotten => out.forgotten += 1,
+        Outcome::Rejected(code, message) => out.rejected.push(reject(index, code, message)),
+    };
+    for (index, e) in &events {
+        let outcome = if store.event_stored(&e.id, &e.content_hash, e.minute_bucket)? {
+            Outcome::Unchanged
+        } else {
+            store.insert_event(e)?;
+            Outcome::Inserted
+        };
+        tally(outcome, *index, &mut out);
+    }
+    for (index, m) in &merges {
+        tally(apply_merge_decision(store, m)?, *index, &mut out);
+    }
+    // After the tombstones and messages: a proposal's forgotten messages are left out, and an approved one is
+    // linked to the messages that are here.
+    for (index, p) in &proposals {
+        tally(apply_proposal(store, p)?, *index, &mut out);
     }
     if let Some(cursor) = source.pull_cursor {
         store.set_pull_cursor(source.peer_id, cursor)?;
@@ -1217,6 +1651,147 @@ fn apply_memory<S: PageStore>(
     })
 }
 
+/// How far a decision went: a merge over a dismissal over a proposal; an approval over a rejection over a
+/// proposal. What a user did is never undone by what another relay had not done yet.
+fn decision_rank(state: &str) -> u8 {
+    match state {
+        "merged" | "approved" => 2,
+        "dismissed" | "rejected" => 1,
+        _ => 0,
+    }
+}
+
+/// Two relays' readings of one decision: the further state; at the same state the earlier decision time and,
+/// for two merges, the smaller kept id (two opposite merges of one pair made before either relay heard of the
+/// other end up keeping the same entity in the record).
+pub fn merge_decisions(local: &MergeRow, theirs: &MergeRow) -> MergeRow {
+    match decision_rank(&theirs.state).cmp(&decision_rank(&local.state)) {
+        std::cmp::Ordering::Greater => theirs.clone(),
+        std::cmp::Ordering::Less => local.clone(),
+        std::cmp::Ordering::Equal => MergeRow {
+            kept: match (&local.kept, &theirs.kept) {
+                (Some(a), Some(b)) => Some(std::cmp::min(a, b).clone()),
+                (a, b) => a.clone().or(b.clone()),
+            },
+            decided_at: match (&local.decided_at, &theirs.decided_at) {
+                (Some(a), Some(b)) => Some(std::cmp::min(a, b).clone()),
+                (a, b) => a.clone().or(b.clone()),
+            },
+            ..local.clone()
+        },
+    }
+}
+
+fn apply_merge_decision<S: PageStore>(store: &mut S, m: &MergeRow) -> Result<Outcome, S::Error> {
+    let merged = match store.merge_decision(&m.a, &m.b)? {
+        None => m.clone(),
+        Some(local) => {
+            if local.kind != m.kind {
+                return Ok(Outcome::Rejected(
+                    "id_mismatch",
+                    "a pair of these ids is stored here with another kind".into(),
+                ));
+            }
+            let merged = merge_decisions(&local, m);
+            if merged == local {
+                return Ok(Outcome::Unchanged);
+            }
+            merged
+        }
+    };
+    store.put_merge_decision(&merged)?;
+    let theirs =
+        merged.state == m.state && merged.kept == m.kept && merged.decided_at == m.decided_at;
+    Ok(if theirs {
+        Outcome::Inserted
+    } else {
+        Outcome::Stored
+    })
+}
+
+/// A peer's proposal merged into the one stored here: the messages forgotten here are left out (a proposal left
+/// with none is not stored), the rest joins the stored ones (the higher confidence kept); the state is the
+/// further decision ([`decision_rank`]), at the earlier time when both made it. An approval, or a message more
+/// for an approved one, lists the proposal for the graph to link.
+fn apply_proposal<S: PageStore>(store: &mut S, p: &ProposalRow) -> Result<Outcome, S::Error> {
+    let mut kept = Vec::with_capacity(p.sources.len());
+    for s in &p.sources {
+        if !store.is_forgotten(&s.message_id)? {
+            kept.push(s.clone());
+        }
+    }
+    let local = store.proposal(&p.id)?;
+    let Some(local) = local else {
+        if kept.is_empty() {
+            return Ok(Outcome::Forgotten);
+        }
+        let row = ProposalRow {
+            sources: kept,
+            ..p.clone()
+        };
+        store.put_proposal(&row)?;
+        if row.state == "approved" {
+            store.settle_proposal(&row.id)?;
+        }
+        return Ok(Outcome::Inserted);
+    };
+    let (state, decided_at) = match decision_rank(&p.state).cmp(&decision_rank(&local.state)) {
+        std::cmp::Ordering::Greater => (p.state.clone(), p.decided_at.clone()),
+        std::cmp::Ordering::Less => (local.state.clone(), local.decided_at.clone()),
+        std::cmp::Ordering::Equal => (
+            local.state.clone(),
+            match (&local.decided_at, &p.decided_at) {
+                (Some(a), Some(b)) => Some(std::cmp::min(a, b).clone()),
+                (a, b) => a.clone().or(b.clone()),
+            },
+        ),
+    };
+    let known: HashMap<&str, f64> = local
+        .sources
+        .iter()
+        .map(|s| (s.message_id.as_str(), s.confidence))
+        .collect();
+    let news: Vec<ProposalSourceRow> = kept
+        .into_iter()
+        .filter(|s| {
+            known
+                .get(s.message_id.as_str())
+                .is_none_or(|c| s.confidence > *c)
+        })
+        .collect();
+    let row = ProposalRow {
+        confidence: local.confidence.max(p.confidence),
+        state,
+        decided_at,
+        sources: news,
+        ..local.clone()
+    };
+    let changed = row.state != local.state
+        || row.decided_at != local.decided_at
+        || row.confidence != local.confidence
+        || !row.sources.is_empty();
+    if !changed {
+        return Ok(Outcome::Unchanged);
+    }
+    store.put_proposal(&row)?;
+    if row.state == "approved" && (local.state != "approved" || !row.sources.is_empty()) {
+        store.settle_proposal(&row.id)?;
+    }
+    // The peer's reading is news to it when this relay's decision won or it held messages the peer lacks.
+    let theirs = row.state == p.state
+        && row.decided_at == p.decided_at
+        && row.confidence == p.confidence
+        && local
+            .sources
+            .iter()
+            .all(|s| p.sources.iter().any(|x| x.message_id == s.message_id));
+    Ok(if theirs {
+        Outcome::Inserted
+    } else {
+        Outcome::Stored
+    })
+}
+
 fn apply_message<S: PageStore>(
     store: &mut S,
     m: &MessageRow,
@@ -1285,7 +1860,9 @@ fn apply_message<S: PageStore>(
                 store.insert_thread(t)?;
             }
             inserted = true;
-            store.insert_message(m)?
+            let pk = store.insert_message(m)?;
+            store.settle_proposals_of(&m.id)?;
+            pk
         }
     };
     let thread = uuid::Uuid::parse_str(&m.thread_id).unwrap_or_default();

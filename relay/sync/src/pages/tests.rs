@@ -545,6 +545,10 @@ struct Memory {
     tombstones: HashMap<String, TombstoneRow>,
     versions: HashMap<String, MemoryRow>,
     due: BTreeSet<String>,
+    events: HashMap<String, EventSyncRow>,
+    merges: HashMap<(String, String), MergeRow>,
+    proposals: HashMap<String, ProposalRow>,
+    settle: BTreeSet<String>,
     writes: Vec<String>,
 }
 
@@ -741,6 +745,73 @@ impl PageStore for Memory {
     fn mark_memory_due(&mut self, tier: &str) -> Result<(), Self::Error> {
         self.writes.push(format!("mark_memory_due {tier}"));
         self.due.insert(tier.to_owned());
+        Ok(())
+    }
+    fn event_stored(&mut self, id: &str, hash: &str, bucket: i64) -> Result<bool, Self::Error> {
+        Ok(self.events.contains_key(id)
+            || self
+                .events
+                .values()
+                .any(|e| e.content_hash == hash && e.minute_bucket == bucket))
+    }
+    fn insert_event(&mut self, e: &EventSyncRow) -> Result<(), Self::Error> {
+        self.writes.push(format!("insert_event {}", e.id));
+        self.events.insert(e.id.clone(), e.clone());
+        Ok(())
+    }
+    fn merge_decision(&mut self, a: &str, b: &str) -> Result<Option<MergeRow>, Self::Error> {
+        Ok(self.merges.get(&(a.to_owned(), b.to_owned())).cloned())
+    }
+    fn put_merge_decision(&mut self, m: &MergeRow) -> Result<(), Self::Error> {
+        self.writes
+            .push(format!("put_merge_decision {}|{}", m.a, m.b));
+        self.merges.insert((m.a.clone(), m.b.clone()), m.clone());
+        Ok(())
+    }
+    fn proposal(&mut self, id: &str) -> Result<Option<ProposalRow>, Self::Error> {
+        Ok(self.proposals.get(id).cloned())
+    }
+    fn put_proposal(&mut self, p: &ProposalRow) -> Result<(), Self::Error> {
+        self.writes.push(format!("put_proposal {}", p.id));
+        let entry = self
+            .proposals
+            .entry(p.id.clone())
+            .or_insert_with(|| ProposalRow {
+                sources: Vec::new(),
+                ..p.clone()
+            });
+        entry.state = p.state.clone();
+        entry.confidence = p.confidence;
+        entry.decided_at = p.decided_at.clone();
+        for s in &p.sources {
+            match entry
+                .sources
+                .iter_mut()
+                .find(|x| x.message_id == s.message_id)
+            {
+                Some(x) => x.confidence = x.confidence.max(s.confidence),
+                None => entry.sources.push(s.clone()),
+            }
+        }
+        entry
+            .sources
+            .sort_by(|x, y| x.message_id.cmp(&y.message_id));
+        Ok(())
+    }
+    fn settle_proposal(&mut self, id: &str) -> Result<(), Self::Error> {
+        self.settle.insert(id.to_owned());
+        Ok(())
+    }
+    fn settle_proposals_of(&mut self, message_id: &str) -> Result<(), Self::Error> {
+        let ids: Vec<String> = self
+            .proposals
+            .values()
+            .filter(|p| {
+                p.state == "approved" && p.sources.iter().any(|s| s.message_id == message_id)
+            })
+            .map(|p| p.id.clone())
+            .collect();
+        self.settle.extend(ids);
         Ok(())
     }
 }
@@ -1157,4 +1228,225 @@ fn memory_versions_travel_and_forgetting_on_one_relay_withdraws_them_on_the_othe
         )
         .unwrap();
     assert_eq!(words, 0);
+}
+
+const E1: &str = "0123456789abcdef0123456789abcdef";
+const E2: &str = "fedcba9876543210fedcba9876543210";
+
+fn merge_item(state: &str, kept: Option<&str>, decided: &str) -> Value {
+    serde_json::json!({
+        "kind": "merge", "a": E1, "b": E2, "entity_kind": "person", "a_name": "Ana Silva",
+        "b_name": "Ana M. Silva", "similarity": 0.62, "state": state, "kept": kept,
+        "created_at": "2026-11-20T08:00:00.000Z", "decided_at": decided,
+    })
+}
+
+fn proposal_item(state: &str, decided: Option<&str>, confidence: f64, messages: &[&str]) -> Value {
+    let sources: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            serde_json::json!({"message_id": thread_of(m), "thread_id": thread_of("t"), "confidence": confidence,
+                "seen_at": "2026-11-20T09:00:00.000Z"})
+        })
+        .collect();
+    serde_json::json!({
+        "kind": "proposal", "id": personkit_store::proposals::proposal_id("person", "priya"),
+        "entity_kind": "person", "name": "Priya", "key": "priya", "confidence": confidence,
+        "model": "scripted:test", "state": state, "created_at": "2026-11-20T09:00:00.000Z",
+        "decided_at": decided, "sources": sources,
+    })
+}
+
+fn event_item(attrs: Value) -> Value {
+    let hash = ids::event_content_hash("git.commit", "repo|a1", "fix the parser");
+    let at = "2026-11-20T09:00:30.000Z";
+    let bucket = ids::minute_bucket(
+        i64::try_from(
+            personkit_store::clock::parse_time(at)
+                .unwrap()
+                .unix_timestamp_nanos()
+                / 1_000_000,
+        )
+        .unwrap(),
+    );
+    serde_json::json!({
+        "kind": "event", "id": ids::event_id(&hash, bucket), "event_kind": "git.commit",
+        "source_surface": "events:git", "content": "fix the parser", "content_hash": hash,
+        "minute_bucket": bucket, "occurred_at": at, "captured_at": "2026-11-20T09:05:00.000Z", "attrs": attrs,
+        "origin_device": "relay-a", "origin_seq": 7,
+    })
+}
+
+/// Every order of three items.
+fn orders<T: Clone>(items: &[T; 3]) -> Vec<Vec<T>> {
+    [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ]
+    .iter()
+    .map(|o| o.iter().map(|&i| items[i].clone()).collect())
+    .collect()
+}
+
+#[test]
+fn merge_decisions_and_proposals_converge_in_any_order_and_a_decision_made_is_never_undone() {
+    let merges = [
+        merge_item("dismissed", None, "2026-11-21T08:00:00.000Z"),
+        merge_item("merged", Some(E2), "2026-11-22T08:00:00.000Z"),
+        merge_item("merged", Some(E1), "2026-11-23T08:00:00.000Z"),
+    ];
+    let proposals = [
+        proposal_item("proposed", None, 0.5, &["m1"]),
+        proposal_item("approved", Some("2026-11-22T08:00:00.000Z"), 0.7, &["m2"]),
+        proposal_item(
+            "rejected",
+            Some("2026-11-21T08:00:00.000Z"),
+            0.9,
+            &["m1", "m3"],
+        ),
+    ];
+    let mut finals = BTreeSet::new();
+    for (ms, ps) in orders(&merges).into_iter().zip(orders(&proposals)) {
+        let mut mem = Memory::default();
+        for item in ms.iter().chain(ps.iter()) {
+            let r = merge_page(
+                &mut mem,
+                check_items(std::slice::from_ref(item)),
+                source(),
+                AT,
+            )
+            .unwrap();
+            assert!(r.rejected.is_empty(), "{r:?}");
+        }
+        let m = mem.merges.values().next().unwrap().clone();
+        let p = mem.proposals.values().next().unwrap().clone();
+        // Merged beats dismissed; of two merges the smaller kept id and the earlier time stay.
+        assert_eq!(
+            (m.state.as_str(), m.kept.as_deref(), m.decided_at.as_deref()),
+            ("merged", Some(E1), Some("2026-11-22T08:00:00.000Z"))
+        );
+        // Approved beats rejected; every message and the highest confidence stay.
+        assert_eq!(p.state, "approved");
+        assert_eq!(p.decided_at.as_deref(), Some("2026-11-22T08:00:00.000Z"));
+        assert_eq!(p.confidence, 0.9);
+        assert_eq!(p.sources.len(), 3);
+        assert!(
+            mem.settle.contains(&p.id),
+            "an approval is listed for the graph"
+        );
+        finals.insert(format!("{m:?} {p:?}"));
+    }
+    assert_eq!(finals.len(), 1, "{finals:?}");
+}
+
+#[test]
+fn a_proposal_of_forgotten_turns_is_not_stored_and_events_arrive_once() {
+    let mut mem = Memory::default();
+    let forgotten = thread_of("m1");
+    mem.tombstones.insert(
+        forgotten.clone(),
+        TombstoneRow {
+            id: forgotten,
+            thread_id: thread_of("t"),
+            forgotten_at: "2026-11-21T00:00:00.000Z".into(),
+        },
+    );
+    let r = merge_page(
+        &mut mem,
+        check_items(&[proposal_item(
+            "approved",
+            Some("2026-11-22T08:00:00.000Z"),
+            0.7,
+            &["m1"],
+        )]),
+        source(),
+        AT,
+    )
+    .unwrap();
+    assert_eq!((r.forgotten, r.stored), (1, 0), "{r:?}");
+    assert!(mem.proposals.is_empty() && mem.settle.is_empty());
+    // With one more message, the proposal lands without the forgotten one.
+    merge_page(
+        &mut mem,
+        check_items(&[proposal_item("proposed", None, 0.7, &["m1", "m2"])]),
+        source(),
+        AT,
+    )
+    .unwrap();
+    let p = mem.proposals.values().next().unwrap();
+    assert_eq!(p.sources.len(), 1);
+    assert_eq!(p.sources[0].message_id, thread_of("m2"));
+    let ev = event_item(serde_json::json!({"repo": "/src/personkit", "author": "Ana"}));
+    let r = merge_page(&mut mem, check_items(&[ev.clone(), ev]), source(), AT).unwrap();
+    assert_eq!((r.stored, r.unchanged), (1, 1), "{r:?}");
+}
+
+#[test]
+fn hostile_event_merge_and_proposal_items_are_rejected_one_by_one_and_the_rest_lands() {
+    let ev = event_item(serde_json::json!({"repo": "/src/personkit"}));
+    let with = |good: &Value, f: &dyn Fn(&mut Value)| {
+        let mut v = good.clone();
+        f(&mut v);
+        v
+    };
+    let merge = merge_item("merged", Some(E1), "2026-11-22T08:00:00.000Z");
+    let prop = proposal_item("proposed", None, 0.5, &["m1"]);
+    let items = vec![
+        with(&ev, &|v| v["content_hash"] = "ABC".into()),
+        with(&ev, &|v| v["minute_bucket"] = 1.into()),
+        with(&ev, &|v| {
+            v["attrs"] = serde_json::json!({"thread_id": thread_of("t")})
+        }),
+        with(&ev, &|v| v["content"] = "x".repeat(70_000).into()),
+        with(&ev, &|v| v["occurred_at"] = "yesterday".into()),
+        with(&ev, &|v| v["attrs"] = "not an object".into()),
+        with(&merge, &|v| v["kept"] = E2.replace('f', "0").into()),
+        with(&merge, &|v| v["state"] = "proposed".into()),
+        with(&merge, &|v| {
+            v["a"] = E2.into();
+            v["b"] = E1.into();
+        }),
+        with(&merge, &|v| v["similarity"] = 7.into()),
+        with(&prop, &|v| v["key"] = "someone else".into()),
+        with(&prop, &|v| v["state"] = "approved".into()),
+        with(&prop, &|v| v["sources"] = serde_json::json!([])),
+        with(&prop, &|v| v["confidence"] = 1.5.into()),
+        with(&prop, &|v| v["sources"][0]["message_id"] = "m1".into()),
+        ev.clone(),
+        merge.clone(),
+        prop.clone(),
+    ];
+    let mut mem = Memory::default();
+    let r = merge_page(&mut mem, check_items(&items), source(), AT).unwrap();
+    let codes: Vec<&str> = r.rejected.iter().map(|x| x.code).collect();
+    assert_eq!(
+        codes,
+        vec![
+            "id_mismatch",
+            "id_mismatch",
+            "invalid_event",
+            "invalid_content",
+            "invalid_time",
+            "malformed_item",
+            "invalid_merge",
+            "invalid_merge",
+            "invalid_merge",
+            "invalid_merge",
+            "id_mismatch",
+            "invalid_proposal",
+            "invalid_proposal",
+            "invalid_proposal",
+            "invalid_proposal",
+        ],
+        "{r:?}"
+    );
+    assert_eq!(r.stored, 3, "{r:?}");
+    assert_eq!(
+        (mem.events.len(), mem.merges.len(), mem.proposals.len()),
+        (1, 1, 1)
+    );
 }
