@@ -307,7 +307,7 @@ fn propose_candidates(
     let mut ids: Vec<&String> = touched.iter().collect();
     ids.sort();
     for id in ids.into_iter().take(CANDIDATES_PER_BATCH) {
-        let Some(e) = store::entity(conn, id)? else {
+        let Some(e) = store::entity_ref_of(conn, id)? else {
             continue;
         };
         if !Kind::parse(&e.kind).is_some_and(Kind::has_loose_names) {
@@ -324,11 +324,7 @@ fn propose_candidates(
             pools.insert(e.kind.clone(), pool);
         }
         let mine = similar::trigrams(&e.name);
-        let me = EntityRef {
-            id: e.id.clone(),
-            kind: e.kind.clone(),
-            name: e.name.clone(),
-        };
+        let me = e.clone();
         for (other, t) in pools.get(&e.kind).into_iter().flatten() {
             if other.id == e.id {
                 continue;

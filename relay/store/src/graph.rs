@@ -249,7 +249,9 @@ fn check_source(s: &Source) -> Result<(), DbError> {
 pub fn resolve(conn: &Connection, kind: &str, key: &str) -> Result<Option<String>, DbError> {
     Ok(conn
         .prepare_cached(
-            "SELECT a.entity_id FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
+            // CROSS JOIN keeps the alias index first: a plan from the kind's side reads every entity of the kind
+            // (the derivation calls this once per name it finds).
+            "SELECT a.entity_id FROM entity_aliases a CROSS JOIN entities e ON e.id = a.entity_id
              WHERE a.alias = ?2 AND e.kind = ?1 ORDER BY e.created_at, e.id LIMIT 1",
         )?
         .query_row(params![kind, key], |r| r.get(0))
@@ -259,7 +261,7 @@ pub fn resolve(conn: &Connection, kind: &str, key: &str) -> Result<Option<String
 /// Entities of any kind with alias key `key`, at most `limit`.
 pub fn resolve_any(conn: &Connection, key: &str, limit: usize) -> Result<Vec<EntityRef>, DbError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT e.id, e.kind, e.name FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
+        "SELECT e.id, e.kind, e.name FROM entity_aliases a CROSS JOIN entities e ON e.id = a.entity_id
          WHERE a.alias = ?1 ORDER BY e.kind, e.name LIMIT ?2",
     )?;
     let rows = stmt.query_map(params![key, limit.min(MAX_LIST) as i64], entity_ref)?;
@@ -438,6 +440,14 @@ fn entity_ref(r: &rusqlite::Row<'_>) -> rusqlite::Result<EntityRef> {
         kind: r.get(1)?,
         name: r.get(2)?,
     })
+}
+
+/// An entity's id, kind and name, or `None`: the light read of [`entity`], without its aliases and sources.
+pub fn entity_ref_of(conn: &Connection, id: &str) -> Result<Option<EntityRef>, DbError> {
+    Ok(conn
+        .prepare_cached("SELECT id, kind, name FROM entities WHERE id = ?1")?
+        .query_row([id], entity_ref)
+        .optional()?)
 }
 
 /// One entity, or `None`.
