@@ -4,6 +4,8 @@
 //! - two relays: a turn captured through A is searchable on B within 10 s; a forget on B reaches A (messages, full
 //!   text, vectors) and a replay of the forgotten turn to A is answered `duplicate` and not stored; a revoked peer
 //!   is refused at once; plain http to a non-loopback peer is refused.
+//! - two relays: commits harvested from a real git repository on A, and a merge of two people the user made in
+//!   A's graph, reach B: its events list has the commits and its own graph pass folds the two as A did.
 //! - the property: three relays in a chain (A–B, B–C), a seeded random interleaving of captures, forgets, replays,
 //!   `sync now`, restarts and SIGKILLs while `serve` syncs in the background; at the end every corpus gives the
 //!   same canonical dump and no forgotten turn exists anywhere (messages, full-text index, vectors). The seed is
@@ -100,6 +102,84 @@ fn turns(conv: &str, word: &str, n: usize) -> Vec<Value> {
             )
         })
         .collect()
+}
+
+/// The names `graph list --kind person` gives, sorted.
+fn people(relay: &Relay) -> Vec<String> {
+    let mut v: Vec<String> = relay
+        .cli_json(&["graph", "list", "--kind", "person", "--json"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn commits_harvested_on_one_relay_and_a_merge_made_there_reach_the_others_graph() {
+    let (ta, db_a) = kit::temp_db();
+    let (_tb, db_b) = kit::temp_db();
+    let a = Relay::start(&db_a, &["--sync-interval", "2"]);
+    let b = Relay::start(&db_b, &["--sync-interval", "2"]);
+    link(&a, &b);
+    // A real repository, two commits by two spellings of one person.
+    let repo = ta.path().join("orbit");
+    std::fs::create_dir(&repo).unwrap();
+    kit::git(&repo, &["init", "-q", "-b", "main"], "2026-11-20T10:00:00Z");
+    for (i, (file, author)) in [("a.txt", "Ana Silva"), ("b.txt", "Ana M. Silva")]
+        .iter()
+        .enumerate()
+    {
+        std::fs::write(repo.join(file), "one\n").unwrap();
+        kit::git(&repo, &["add", file], "2026-11-20T10:00:00Z");
+        let when = format!("2026-11-2{}T10:00:00Z", i + 1);
+        let who = format!("{author} <ana@example.org>");
+        kit::git(
+            &repo,
+            &[
+                "commit",
+                "-q",
+                "-m",
+                &format!("change {i}"),
+                "--author",
+                &who,
+            ],
+            &when,
+        );
+    }
+    a.cli(&["events", "enable", "git"]).ok();
+    a.cli(&["events", "add-path", "git", repo.to_str().unwrap()])
+        .ok();
+    let harvested = a.cli_json(&["events", "harvest", "--json"]);
+    assert_eq!(harvested["sources"][0]["stored"], 2, "{harvested}");
+    a.cli_json(&["graph", "build", "--json"]);
+    assert_eq!(people(&a), ["Ana M. Silva", "Ana Silva"]);
+    let merged = a.cli_json(&["graph", "merge", "Ana Silva", "Ana M. Silva", "--json"]);
+    assert_eq!(merged["state"], "merged", "{merged}");
+    assert_eq!(people(&a), ["Ana Silva"]);
+
+    // B gets the commits and the decision; its own graph pass derives both people and folds them as A did.
+    wait_for("A's commits on B", Duration::from_secs(30), || {
+        let l = b.cli_json(&["events", "list", "--kind", "git.commit", "--json"]);
+        l["events"].as_array().is_some_and(|e| e.len() == 2)
+    });
+    wait_for("the merge in B's graph", Duration::from_secs(30), || {
+        b.cli_json(&["graph", "build", "--json"]);
+        people(&b) == ["Ana Silva"]
+    });
+    let merged_on_b = b.cli_json(&["graph", "candidates", "--state", "merged", "--json"]);
+    assert_eq!(
+        merged_on_b.as_array().map(Vec::len),
+        Some(1),
+        "{merged_on_b}"
+    );
+    let ana = b.cli_json(&["entity", "Ana M. Silva", "--json"]);
+    assert_eq!(
+        ana["entity"]["name"], "Ana Silva",
+        "the folded name finds the kept entity: {ana}"
+    );
 }
 
 /// `personkit pair --sync` on `to`, `personkit sync add` on `from`.
