@@ -437,20 +437,21 @@ fn link(
     )
 }
 
-/// The user approves a proposal: its name becomes an entity, supported by every message it was found in. Returns
-/// the entity's id.
-pub fn approve(conn: &Connection, id: &str, now: OffsetDateTime) -> Result<String, GraphError> {
-    let tx = store::begin(conn)?;
-    let p = proposals::get(&tx, id)?
-        .ok_or_else(|| GraphError::NotFound(format!("no entity proposal {id}")))?;
-    let kind = Kind::parse(&p.kind)
-        .ok_or_else(|| GraphError::Invalid(format!("proposal {id} has an unknown kind")))?;
+/// Stores an approved name in the graph with each of the given messages as a `model` source. Returns the entity's
+/// id, or `None` when there was no message.
+fn link_sources(
+    conn: &Connection,
+    kind: Kind,
+    name: &str,
+    sources: &[proposals::ProposalSource],
+    now: OffsetDateTime,
+) -> Result<Option<String>, GraphError> {
     let mut entity = None;
-    for s in proposals::sources_here(&tx, id)? {
+    for s in sources {
         let mut one = Proposals::default();
-        one.add(kind, &p.name, s.confidence);
+        one.add(kind, name, s.confidence);
         let ids = apply(
-            &tx,
+            conn,
             &one,
             &Support {
                 kind: SourceKind::Message,
@@ -462,8 +463,20 @@ pub fn approve(conn: &Connection, id: &str, now: OffsetDateTime) -> Result<Strin
         )?;
         entity = entity.or(ids.into_iter().next());
     }
-    let entity =
-        entity.ok_or_else(|| GraphError::NotFound(format!("proposal {id} has no message left")))?;
+    Ok(entity)
+}
+
+/// The user approves a proposal: its name becomes an entity, supported by every message it was found in. Returns
+/// the entity's id.
+pub fn approve(conn: &Connection, id: &str, now: OffsetDateTime) -> Result<String, GraphError> {
+    let tx = store::begin(conn)?;
+    let p = proposals::get(&tx, id)?
+        .ok_or_else(|| GraphError::NotFound(format!("no entity proposal {id}")))?;
+    let kind = Kind::parse(&p.kind)
+        .ok_or_else(|| GraphError::Invalid(format!("proposal {id} has an unknown kind")))?;
+    let here = proposals::sources_here(&tx, id)?;
+    let entity = link_sources(&tx, kind, &p.name, &here, now)?
+        .ok_or_else(|| GraphError::NotFound(format!("proposal {id} has no message left")))?;
     proposals::decide(&tx, id, State::Approved, Some(&entity), now)?;
     tx.commit().map_err(personkit_store::DbError::from)?;
     Ok(entity)
@@ -484,23 +497,7 @@ pub fn settle(conn: &Connection, now: OffsetDateTime, limit: usize) -> Result<u6
         let here = proposals::sources_here(&tx, &id)?;
         match Kind::parse(&p.kind) {
             Some(kind) if p.state == State::Approved && !here.is_empty() => {
-                let mut entity = None;
-                for s in &here {
-                    let mut one = Proposals::default();
-                    one.add(kind, &p.name, s.confidence);
-                    let ids = apply(
-                        &tx,
-                        &one,
-                        &Support {
-                            kind: SourceKind::Message,
-                            id: &s.message_id,
-                            how: How::Model,
-                            seen_at: &s.seen_at,
-                        },
-                        now,
-                    )?;
-                    entity = entity.or(ids.into_iter().next());
-                }
+                let entity = link_sources(&tx, kind, &p.name, &here, now)?;
                 if let Some(e) = entity.filter(|e| p.entity_id.as_deref() != Some(e.as_str())) {
                     proposals::set_entity(&tx, &id, &e)?;
                 }

@@ -187,11 +187,20 @@ pub fn waiting(conn: &Connection) -> Result<u64, DbError> {
 
 /// The messages a proposal was found in, oldest first, at most [`MAX_SOURCES`].
 pub fn sources(conn: &Connection, id: &str) -> Result<Vec<ProposalSource>, DbError> {
+    sources_where(conn, id, false)
+}
+
+fn sources_where(
+    conn: &Connection,
+    id: &str,
+    stored_here: bool,
+) -> Result<Vec<ProposalSource>, DbError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT message_id, thread_id, confidence, seen_at FROM entity_proposal_sources
-         WHERE proposal_id = ?1 ORDER BY seen_at, message_id LIMIT ?2",
+        "SELECT s.message_id, s.thread_id, s.confidence, s.seen_at FROM entity_proposal_sources s
+         WHERE s.proposal_id = ?1 AND (?3 = 0 OR EXISTS (SELECT 1 FROM messages m WHERE m.id = s.message_id))
+         ORDER BY s.seen_at, s.message_id LIMIT ?2",
     )?;
-    let rows = stmt.query_map(params![id, MAX_SOURCES as i64], |r| {
+    let rows = stmt.query_map(params![id, MAX_SOURCES as i64, stored_here], |r| {
         Ok(ProposalSource {
             message_id: r.get(0)?,
             thread_id: r.get(1)?,
@@ -244,20 +253,7 @@ pub fn settled(conn: &Connection, id: &str) -> Result<(), DbError> {
 
 /// The messages of a proposal that are stored here, oldest first, at most [`MAX_SOURCES`].
 pub fn sources_here(conn: &Connection, id: &str) -> Result<Vec<ProposalSource>, DbError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT s.message_id, s.thread_id, s.confidence, s.seen_at FROM entity_proposal_sources s
-         WHERE s.proposal_id = ?1 AND EXISTS (SELECT 1 FROM messages m WHERE m.id = s.message_id)
-         ORDER BY s.seen_at, s.message_id LIMIT ?2",
-    )?;
-    let rows = stmt.query_map(params![id, MAX_SOURCES as i64], |r| {
-        Ok(ProposalSource {
-            message_id: r.get(0)?,
-            thread_id: r.get(1)?,
-            confidence: r.get(2)?,
-            seen_at: r.get(3)?,
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    sources_where(conn, id, true)
 }
 
 /// Inside a forget (`forget::remove_selected`): the selected messages' rows go, and every proposal left without a
