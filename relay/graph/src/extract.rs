@@ -483,31 +483,23 @@ pub fn approve(conn: &Connection, id: &str, now: OffsetDateTime) -> Result<Strin
 }
 
 /// Links the approved proposals listed for it (`proposals::unsettled`: approved on a sync peer, or a message of
-/// one arrived since) with every message of theirs stored here, at most `limit` proposals. One stays listed until
-/// one of its messages is here. Returns how many were linked.
+/// one arrived since) with every message of theirs stored here, at most `limit` proposals, and takes each off the
+/// list (a message that arrives later lists its proposal again). Returns how many were linked.
 pub fn settle(conn: &Connection, now: OffsetDateTime, limit: usize) -> Result<u64, GraphError> {
     let mut linked = 0;
     for id in proposals::unsettled(conn, limit)? {
         let tx = store::begin(conn)?;
-        let Some(p) = proposals::get(&tx, &id)? else {
-            proposals::settled(&tx, &id)?;
-            tx.commit().map_err(personkit_store::DbError::from)?;
-            continue;
-        };
-        let here = proposals::sources_here(&tx, &id)?;
-        match Kind::parse(&p.kind) {
-            Some(kind) if p.state == State::Approved && !here.is_empty() => {
-                let entity = link_sources(&tx, kind, &p.name, &here, now)?;
-                if let Some(e) = entity.filter(|e| p.entity_id.as_deref() != Some(e.as_str())) {
+        let approved = proposals::get(&tx, &id)?.filter(|p| p.state == State::Approved);
+        if let Some((p, kind)) = approved.and_then(|p| Kind::parse(&p.kind).map(|k| (p, k))) {
+            let here = proposals::sources_here(&tx, &id)?;
+            if let Some(e) = link_sources(&tx, kind, &p.name, &here, now)? {
+                if p.entity_id.as_deref() != Some(e.as_str()) {
                     proposals::set_entity(&tx, &id, &e)?;
                 }
-                proposals::settled(&tx, &id)?;
                 linked += 1;
             }
-            // Approved, but none of its messages has arrived yet: it waits for them.
-            Some(_) if p.state == State::Approved => {}
-            _ => proposals::settled(&tx, &id)?,
         }
+        proposals::settled(&tx, &id)?;
         tx.commit().map_err(personkit_store::DbError::from)?;
     }
     Ok(linked)

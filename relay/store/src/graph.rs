@@ -1051,7 +1051,8 @@ pub fn merge(
              kept)
          VALUES (?1, ?2, ?3, ?4, ?5, coalesce((SELECT similarity FROM entity_merge_candidates WHERE a = ?1 AND b = ?2), 0), 'merged', ?6, ?6, ?7)
          ON CONFLICT(a, b) DO UPDATE SET
-             decided_at = CASE WHEN state = 'merged' THEN decided_at ELSE ?6 END, state = 'merged', kept = ?7",
+             decided_at = CASE WHEN state = 'merged' THEN decided_at ELSE ?6 END, state = 'merged', kept = ?7,
+             a_name = ?4, b_name = ?5",
         params![a, b, k.kind, an, bn, at, keep],
     )?;
     tx.execute("DELETE FROM entities WHERE id = ?1", [gone])?;

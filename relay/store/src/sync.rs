@@ -534,15 +534,15 @@ pub fn event_row(conn: &Connection, id: &str) -> Result<Option<EventSyncRow>, Db
         .optional()?)
 }
 
-/// A decided merge candidate as sync reads and writes it.
+/// A decided merge candidate as sync reads and writes it. The entities' names do not travel: a relay shows the
+/// names of its own entities, so a name that only forgotten turns gave here never comes back through a peer's
+/// decision about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MergeRow {
     /// The smaller entity id.
     pub a: String,
     pub b: String,
     pub kind: String,
-    pub a_name: String,
-    pub b_name: String,
     pub similarity: f64,
     /// `merged` or `dismissed`.
     pub state: String,
@@ -556,7 +556,7 @@ pub struct MergeRow {
 pub fn merge_row(conn: &Connection, a: &str, b: &str) -> Result<Option<MergeRow>, DbError> {
     Ok(conn
         .prepare_cached(
-            "SELECT a, b, kind, a_name, b_name, similarity, state, kept, created_at, decided_at
+            "SELECT a, b, kind, similarity, state, kept, created_at, decided_at
              FROM entity_merge_candidates WHERE a = ?1 AND b = ?2",
         )?
         .query_row(params![a, b], |r| {
@@ -564,13 +564,11 @@ pub fn merge_row(conn: &Connection, a: &str, b: &str) -> Result<Option<MergeRow>
                 a: r.get(0)?,
                 b: r.get(1)?,
                 kind: r.get(2)?,
-                a_name: r.get(3)?,
-                b_name: r.get(4)?,
-                similarity: r.get(5)?,
-                state: r.get(6)?,
-                kept: r.get(7)?,
-                created_at: r.get(8)?,
-                decided_at: r.get(9)?,
+                similarity: r.get(3)?,
+                state: r.get(4)?,
+                kept: r.get(5)?,
+                created_at: r.get(6)?,
+                decided_at: r.get(7)?,
             })
         })
         .optional()?)
@@ -1215,21 +1213,21 @@ impl SyncTx<'_> {
         merge_row(&self.tx, a, b)
     }
 
-    /// Writes a merge candidate's row as given (a new one, or a stored one's decision).
+    /// Writes a merge candidate's row as given (a new one, or a stored one's decision). A new row is named after
+    /// this relay's entities, or by their ids while it has none of them (`graph::merge` names it when it folds).
     pub fn put_merge_decision(&self, m: &MergeRow) -> Result<(), DbError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO entity_merge_candidates (a, b, kind, a_name, b_name, similarity, state, kept, created_at,
                      decided_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT(a, b) DO UPDATE SET state = ?7, kept = ?8, decided_at = ?10",
+                 VALUES (?1, ?2, ?3, coalesce((SELECT name FROM entities WHERE id = ?1), ?1),
+                     coalesce((SELECT name FROM entities WHERE id = ?2), ?2), ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT(a, b) DO UPDATE SET state = ?5, kept = ?6, decided_at = ?8",
             )?
             .execute(params![
                 m.a,
                 m.b,
                 m.kind,
-                m.a_name,
-                m.b_name,
                 m.similarity,
                 m.state,
                 m.kept,
@@ -1239,9 +1237,39 @@ impl SyncTx<'_> {
         Ok(())
     }
 
-    /// The proposal `id` with every message it names here, if stored.
-    pub fn proposal(&self, id: &str) -> Result<Option<ProposalRow>, DbError> {
-        proposal_row(&self.tx, id, usize::MAX)
+    /// The proposal `id`, if stored, with those of `messages` it names here and how many messages it names in all.
+    pub fn proposal(
+        &self,
+        id: &str,
+        messages: &[&str],
+    ) -> Result<Option<(ProposalRow, u64)>, DbError> {
+        let Some(mut row) = proposal_row(&self.tx, id, 0)? else {
+            return Ok(None);
+        };
+        let mut one = self.tx.prepare_cached(
+            "SELECT thread_id, confidence, seen_at FROM entity_proposal_sources
+             WHERE proposal_id = ?1 AND message_id = ?2",
+        )?;
+        for m in messages {
+            if let Some(s) = one
+                .query_row(params![id, m], |r| {
+                    Ok(ProposalSourceRow {
+                        message_id: (*m).to_owned(),
+                        thread_id: r.get(0)?,
+                        confidence: r.get(1)?,
+                        seen_at: r.get(2)?,
+                    })
+                })
+                .optional()?
+            {
+                row.sources.push(s);
+            }
+        }
+        let all: i64 = self
+            .tx
+            .prepare_cached("SELECT count(*) FROM entity_proposal_sources WHERE proposal_id = ?1")?
+            .query_row([id], |r| r.get(0))?;
+        Ok(Some((row, all.max(0) as u64)))
     }
 
     /// Writes a proposal's row (a new one, or a stored one's state, confidence and decision time) and adds the

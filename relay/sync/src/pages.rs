@@ -367,8 +367,6 @@ struct MergeItem {
     a: String,
     b: String,
     entity_kind: String,
-    a_name: String,
-    b_name: String,
     similarity: f64,
     state: String,
     kept: Option<String>,
@@ -382,8 +380,6 @@ impl From<MergeRow> for MergeItem {
             a: m.a,
             b: m.b,
             entity_kind: m.kind,
-            a_name: m.a_name,
-            b_name: m.b_name,
             similarity: m.similarity,
             state: m.state,
             kept: m.kept,
@@ -399,8 +395,6 @@ impl From<MergeItem> for MergeRow {
             a: m.a,
             b: m.b,
             kind: m.entity_kind,
-            a_name: m.a_name,
-            b_name: m.b_name,
             similarity: m.similarity,
             state: m.state,
             kept: m.kept,
@@ -554,8 +548,9 @@ pub fn page(conn: &Connection, after: i64, limit: usize) -> Result<Page, DbError
                 }
             }
             Change::Proposal(id) => {
-                // One source more than an item may hold: a proposal with too many is refused by the peer, not cut.
-                if let Some(p) = store::proposal_row(conn, &id, MAX_PROPOSAL_SOURCES + 1)? {
+                // A name found in more messages travels with the first MAX_PROPOSAL_SOURCES of them (by id): its
+                // decision must reach the peer, which links the messages it was sent.
+                if let Some(p) = store::proposal_row(conn, &id, MAX_PROPOSAL_SOURCES)? {
                     bytes += p.name.len() + 120 * p.sources.len();
                     rest.push(tagged("proposal", ProposalItem::from(p))?);
                 }
@@ -606,6 +601,21 @@ pub struct Applied {
 }
 
 impl Applied {
+    /// Counts one item's outcome; answers whether the merge may be news to the peer.
+    fn count(&mut self, outcome: Outcome, index: usize) -> bool {
+        match outcome {
+            Outcome::Inserted => self.stored += 1,
+            Outcome::Stored => {
+                self.stored += 1;
+                return true;
+            }
+            Outcome::Unchanged => self.unchanged += 1,
+            Outcome::Forgotten => self.forgotten += 1,
+            Outcome::Rejected(code, message) => self.rejected.push(reject(index, code, message)),
+        }
+        false
+    }
+
     /// Adds another page's counts to these.
     pub fn add(&mut self, other: Applied) {
         self.stored += other.stored;
@@ -872,7 +882,8 @@ fn check_event(e: &EventItem) -> Result<(), (&'static str, String)> {
     if e.content.len() > personkit_store::events::MAX_CONTENT_BYTES {
         return Err(("invalid_content", "event content is too large".into()));
     }
-    if Value::Object(e.attrs.clone()).to_string().len() > personkit_store::events::MAX_CONTENT_BYTES
+    if serde_json::to_string(&e.attrs).map_or(usize::MAX, |a| a.len())
+        > personkit_store::events::MAX_CONTENT_BYTES
     {
         return Err(("invalid_event", "event attrs are too large".into()));
     }
@@ -910,7 +921,7 @@ fn check_merge(m: &MergeItem) -> Result<(), (&'static str, String)> {
             "a and b are not two entity ids in order".into(),
         ));
     }
-    if !short(&m.entity_kind) || !short(&m.a_name) || !short(&m.b_name) || !unit(m.similarity) {
+    if !short(&m.entity_kind) || !unit(m.similarity) {
         return Err((
             "invalid_merge",
             "a field is empty, too long or out of range".into(),
@@ -1206,8 +1217,12 @@ pub trait PageStore {
     /// The merge candidate `(a, b)` in any state, if stored.
     fn merge_decision(&mut self, a: &str, b: &str) -> Result<Option<MergeRow>, Self::Error>;
     fn put_merge_decision(&mut self, m: &MergeRow) -> Result<(), Self::Error>;
-    /// A proposal with every message it names here.
-    fn proposal(&mut self, id: &str) -> Result<Option<ProposalRow>, Self::Error>;
+    /// A proposal, with those of `messages` it names here and how many messages it names in all.
+    fn proposal(
+        &mut self,
+        id: &str,
+        messages: &[&str],
+    ) -> Result<Option<(ProposalRow, u64)>, Self::Error>;
     /// Writes a proposal's state, confidence and decision time, and adds (or raises) the messages given.
     fn put_proposal(&mut self, p: &ProposalRow) -> Result<(), Self::Error>;
     /// Lists an approved proposal for the graph to link here.
@@ -1318,8 +1333,12 @@ impl PageStore for SyncTx<'_> {
     fn put_merge_decision(&mut self, m: &MergeRow) -> Result<(), DbError> {
         SyncTx::put_merge_decision(self, m)
     }
-    fn proposal(&mut self, id: &str) -> Result<Option<ProposalRow>, DbError> {
-        SyncTx::proposal(self, id)
+    fn proposal(
+        &mut self,
+        id: &str,
+        messages: &[&str],
+    ) -> Result<Option<(ProposalRow, u64)>, DbError> {
+        SyncTx::proposal(self, id, messages)
     }
     fn put_proposal(&mut self, p: &ProposalRow) -> Result<(), DbError> {
         SyncTx::put_proposal(self, p)
@@ -1480,43 +1499,17 @@ fn merge_page<S: PageStore>(
     }
     let mut positions: BTreeSet<(String, String)> = BTreeSet::new();
     for (index, m) in &messages {
-        match apply_message(store, m, &threads, &mut positions)? {
-            Outcome::Inserted => out.stored += 1,
-            Outcome::Stored => {
-                out.stored += 1;
-                merged = true;
-            }
-            Outcome::Unchanged => out.unchanged += 1,
-            Outcome::Forgotten => out.forgotten += 1,
-            Outcome::Rejected(code, message) => out.rejected.push(reject(*index, code, message)),
-        }
+        let outcome = apply_message(store, m, &threads, &mut positions)?;
+        merged |= out.count(outcome, *index);
     }
     for (thread, pos) in &positions {
         store.number_revisions(thread, pos)?;
     }
     // After the tombstones, so a version that drew on a thread this page forgets is withdrawn on arrival.
     for (index, v) in &memories {
-        match apply_memory(store, v, now)? {
-            Outcome::Inserted => out.stored += 1,
-            Outcome::Stored => {
-                out.stored += 1;
-                merged = true;
-            }
-            Outcome::Unchanged => out.unchanged += 1,
-            Outcome::Forgotten => out.forgotten += 1,
-            Outcome::Rejected(code, message) => out.rejected.push(reject(*index, code, message)),
-        }
+        let outcome = apply_memory(store, v, now)?;
+        merged |= out.count(outcome, *index);
     }
-    let mut tally = |outcome: Outcome, index: usize, out: &mut Applied| match outcome {
-        Outcome::Inserted => out.stored += 1,
-        Outcome::Stored => {
-            out.stored += 1;
-            merged = true;
-        }
-        Outcome::Unchanged => out.unchanged += 1,
-        Outcome::Forgotten => out.forgotten += 1,
-        Outcome::Rejected(code, message) => out.rejected.push(reject(index, code, message)),
-    };
     for (index, e) in &events {
         let outcome = if store.event_stored(&e.id, &e.content_hash, e.minute_bucket)? {
             Outcome::Unchanged
@@ -1524,15 +1517,17 @@ fn merge_page<S: PageStore>(
             store.insert_event(e)?;
             Outcome::Inserted
         };
-        tally(outcome, *index, &mut out);
+        merged |= out.count(outcome, *index);
     }
     for (index, m) in &merges {
-        tally(apply_merge_decision(store, m)?, *index, &mut out);
+        let outcome = apply_merge_decision(store, m)?;
+        merged |= out.count(outcome, *index);
     }
     // After the tombstones and messages: a proposal's forgotten messages are left out, and an approved one is
     // linked to the messages that are here.
     for (index, p) in &proposals {
-        tally(apply_proposal(store, p)?, *index, &mut out);
+        let outcome = apply_proposal(store, p)?;
+        merged |= out.count(outcome, *index);
     }
     if let Some(cursor) = source.pull_cursor {
         store.set_pull_cursor(source.peer_id, cursor)?;
@@ -1669,16 +1664,18 @@ pub fn merge_decisions(local: &MergeRow, theirs: &MergeRow) -> MergeRow {
         std::cmp::Ordering::Greater => theirs.clone(),
         std::cmp::Ordering::Less => local.clone(),
         std::cmp::Ordering::Equal => MergeRow {
-            kept: match (&local.kept, &theirs.kept) {
-                (Some(a), Some(b)) => Some(std::cmp::min(a, b).clone()),
-                (a, b) => a.clone().or(b.clone()),
-            },
-            decided_at: match (&local.decided_at, &theirs.decided_at) {
-                (Some(a), Some(b)) => Some(std::cmp::min(a, b).clone()),
-                (a, b) => a.clone().or(b.clone()),
-            },
+            kept: least(&local.kept, &theirs.kept),
+            decided_at: least(&local.decided_at, &theirs.decided_at),
             ..local.clone()
         },
+    }
+}
+
+/// The smaller of two values either may lack (times in the stored form compare as text).
+fn least(a: &Option<String>, b: &Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(std::cmp::min(a, b).clone()),
+        (a, b) => a.clone().or(b.clone()),
     }
 }
 
@@ -1720,8 +1717,10 @@ fn apply_proposal<S: PageStore>(store: &mut S, p: &ProposalRow) -> Result<Outcom
             kept.push(s.clone());
         }
     }
-    let local = store.proposal(&p.id)?;
-    let Some(local) = local else {
+    let sent: Vec<&str> = p.sources.iter().map(|s| s.message_id.as_str()).collect();
+    // Only the sent messages are read back (one key each), so the work is the item's size, whatever the stored
+    // proposal's.
+    let Some((local, stored_sources)) = store.proposal(&p.id, &sent)? else {
         if kept.is_empty() {
             return Ok(Outcome::Forgotten);
         }
@@ -1738,13 +1737,7 @@ fn apply_proposal<S: PageStore>(store: &mut S, p: &ProposalRow) -> Result<Outcom
     let (state, decided_at) = match decision_rank(&p.state).cmp(&decision_rank(&local.state)) {
         std::cmp::Ordering::Greater => (p.state.clone(), p.decided_at.clone()),
         std::cmp::Ordering::Less => (local.state.clone(), local.decided_at.clone()),
-        std::cmp::Ordering::Equal => (
-            local.state.clone(),
-            match (&local.decided_at, &p.decided_at) {
-                (Some(a), Some(b)) => Some(std::cmp::min(a, b).clone()),
-                (a, b) => a.clone().or(b.clone()),
-            },
-        ),
+        std::cmp::Ordering::Equal => (local.state.clone(), least(&local.decided_at, &p.decided_at)),
     };
     let known: HashMap<&str, f64> = local
         .sources
@@ -1778,13 +1771,11 @@ fn apply_proposal<S: PageStore>(store: &mut S, p: &ProposalRow) -> Result<Outcom
         store.settle_proposal(&row.id)?;
     }
     // The peer's reading is news to it when this relay's decision won or it held messages the peer lacks.
+    // `local.sources` are the stored ones among those sent: any other stored message is one the peer lacks.
     let theirs = row.state == p.state
         && row.decided_at == p.decided_at
         && row.confidence == p.confidence
-        && local
-            .sources
-            .iter()
-            .all(|s| p.sources.iter().any(|x| x.message_id == s.message_id));
+        && stored_sources == local.sources.len() as u64;
     Ok(if theirs {
         Outcome::Inserted
     } else {

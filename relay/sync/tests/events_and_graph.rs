@@ -214,6 +214,30 @@ fn events_merges_and_approved_names_reach_the_other_relays_graph_and_forgetting_
             "{prefix} rows are the same on both"
         );
     }
+    // A merge decision travels without the names: B names it after its own entities.
+    let merge_items: Vec<Value> = page(&a, 0, 5000)
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|i| i["kind"] == "merge")
+        .collect();
+    assert_eq!(merge_items.len(), 1);
+    let text = merge_items[0].to_string();
+    assert!(!text.contains("Ana"), "{text}");
+    let names: (String, String) = b
+        .query_row(
+            "SELECT a_name, b_name FROM entity_merge_candidates WHERE state = 'merged'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let mut names = [names.0, names.1];
+    names.sort();
+    assert_eq!(
+        names,
+        ["Ana M. Silva", "Ana Silva"],
+        "named once B folded its own two"
+    );
     // The merge A's user made is B's graph too: one Ana, known by both spellings' sources.
     assert_eq!(person(&b, "Ana Silva").as_deref(), Some(ana.as_str()));
     assert!(
@@ -247,6 +271,38 @@ fn events_merges_and_approved_names_reach_the_other_relays_graph_and_forgetting_
         count(&b, "SELECT count(*) FROM graph_settle"),
         0,
         "nothing left to link"
+    );
+
+    // A third relay gets the approval before the turns it was found in: nothing to link yet, and nothing waits on
+    // a list; when the turns arrive, the graph's next pass links them.
+    let (_dc, mut c) = corpus("c");
+    let all: Vec<Value> = page(&a, 0, 5000).unwrap().items;
+    let (first, rest): (Vec<Value>, Vec<Value>) =
+        all.into_iter().partition(|i| i["kind"] == "proposal");
+    for items in [first, rest] {
+        let r = apply_page(
+            &mut c,
+            &items,
+            Source {
+                peer_id: "peer",
+                pull_cursor: None,
+            },
+            NOW,
+        )
+        .unwrap();
+        assert!(r.rejected.is_empty(), "{r:?}");
+        personkit_graph::run::build(&c, NOW, 500, 10).unwrap();
+        assert_eq!(count(&c, "SELECT count(*) FROM graph_settle"), 0);
+    }
+    assert_eq!(
+        count(
+            &c,
+            &format!(
+                "SELECT count(*) FROM entity_sources WHERE entity_id = '{on_a}' AND how = 'model'"
+            )
+        ),
+        2,
+        "linked once its turns arrived"
     );
 
     // The user forgets the first two turns on B; the tombstones reach A. On both relays the proposal and the

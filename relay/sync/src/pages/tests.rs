@@ -768,8 +768,18 @@ impl PageStore for Memory {
         self.merges.insert((m.a.clone(), m.b.clone()), m.clone());
         Ok(())
     }
-    fn proposal(&mut self, id: &str) -> Result<Option<ProposalRow>, Self::Error> {
-        Ok(self.proposals.get(id).cloned())
+    fn proposal(
+        &mut self,
+        id: &str,
+        messages: &[&str],
+    ) -> Result<Option<(ProposalRow, u64)>, Self::Error> {
+        Ok(self.proposals.get(id).map(|p| {
+            let all = p.sources.len() as u64;
+            let mut row = p.clone();
+            row.sources
+                .retain(|s| messages.contains(&s.message_id.as_str()));
+            (row, all)
+        }))
     }
     fn put_proposal(&mut self, p: &ProposalRow) -> Result<(), Self::Error> {
         self.writes.push(format!("put_proposal {}", p.id));
@@ -1235,8 +1245,8 @@ const E2: &str = "fedcba9876543210fedcba9876543210";
 
 fn merge_item(state: &str, kept: Option<&str>, decided: &str) -> Value {
     serde_json::json!({
-        "kind": "merge", "a": E1, "b": E2, "entity_kind": "person", "a_name": "Ana Silva",
-        "b_name": "Ana M. Silva", "similarity": 0.62, "state": state, "kept": kept,
+        "kind": "merge", "a": E1, "b": E2, "entity_kind": "person", "similarity": 0.62, "state": state,
+        "kept": kept,
         "created_at": "2026-11-20T08:00:00.000Z", "decided_at": decided,
     })
 }
@@ -1411,6 +1421,7 @@ fn hostile_event_merge_and_proposal_items_are_rejected_one_by_one_and_the_rest_l
             v["b"] = E1.into();
         }),
         with(&merge, &|v| v["similarity"] = 7.into()),
+        with(&merge, &|v| v["a_name"] = "Ana Silva".into()),
         with(&prop, &|v| v["key"] = "someone else".into()),
         with(&prop, &|v| v["state"] = "approved".into()),
         with(&prop, &|v| v["sources"] = serde_json::json!([])),
@@ -1436,6 +1447,7 @@ fn hostile_event_merge_and_proposal_items_are_rejected_one_by_one_and_the_rest_l
             "invalid_merge",
             "invalid_merge",
             "invalid_merge",
+            "malformed_item",
             "id_mismatch",
             "invalid_proposal",
             "invalid_proposal",
