@@ -126,6 +126,11 @@ impl AppError {
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let mut resp = (self.status, Json(self.body)).into_response();
+        // An error may answer before the request's body was read (a refused token, a rate limit); the connection
+        // then closes once the answer is sent. Saying so keeps a client from reusing a socket the relay is
+        // closing and seeing its next request cut off.
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
         if let Some(secs) = self.retry_after_secs
             && let Ok(v) = HeaderValue::from_str(&secs.to_string())
         {

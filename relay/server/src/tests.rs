@@ -304,6 +304,11 @@ async fn every_v1_route_but_health_and_pair_needs_a_live_token() {
             )
             .await;
         assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized");
+        assert_eq!(
+            r.headers.get("connection").and_then(|v| v.to_str().ok()),
+            Some("close"),
+            "a refusal that left the body unread closes the connection"
+        );
         let r = h.get("/v1/me/capture-health", token).await;
         assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized");
         let r = h.get("/v1/query?q=hi", token).await;
