@@ -308,6 +308,16 @@ fn open_reader(path: &Path) -> Result<Connection, DbError> {
     Ok(conn)
 }
 
+/// Begins a write transaction that takes the write lock at once. A deferred transaction that reads before it
+/// writes fails at its first write, without waiting, when another connection (a background job, the relay's
+/// writer) committed in between; an immediate one waits its turn under the busy timeout instead.
+pub fn begin_write(conn: &Connection) -> Result<rusqlite::Transaction<'_>, DbError> {
+    Ok(rusqlite::Transaction::new_unchecked(
+        conn,
+        rusqlite::TransactionBehavior::Immediate,
+    )?)
+}
+
 /// This corpus's own origin id (a random UUID made when the corpus was created).
 pub fn relay_id(conn: &Connection) -> Result<String, DbError> {
     Ok(conn.query_row(

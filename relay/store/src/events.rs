@@ -90,7 +90,7 @@ pub fn insert_batch(
     }
     let origin = crate::db::relay_id(conn)?;
     let now_s = fmt_time(now);
-    let tx = conn.unchecked_transaction()?;
+    let tx = crate::db::begin_write(conn)?;
     let mut seq: i64 = tx
         .query_row(
             "SELECT last_seq FROM origin_seqs WHERE origin = ?1",

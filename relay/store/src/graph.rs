@@ -227,12 +227,9 @@ fn next_seq(conn: &Connection, origin: &str) -> Result<i64, DbError> {
 }
 
 /// Begins a write transaction that takes the write lock at once (a derivation pass reads its cursor and writes
-/// after it; another writer in between would make a deferred one fail).
+/// after it): [`crate::db::begin_write`].
 pub fn begin(conn: &Connection) -> Result<rusqlite::Transaction<'_>, DbError> {
-    Ok(rusqlite::Transaction::new_unchecked(
-        conn,
-        rusqlite::TransactionBehavior::Immediate,
-    )?)
+    crate::db::begin_write(conn)
 }
 
 fn check_source(s: &Source) -> Result<(), DbError> {

@@ -148,7 +148,7 @@ pub fn record_access(
     rule: &dyn Rule,
 ) -> Result<(), DbError> {
     if conn.is_autocommit() {
-        let tx = conn.unchecked_transaction()?;
+        let tx = crate::db::begin_write(conn)?;
         access_in(&tx, kind, id, at, rule)?;
         tx.commit()?;
         Ok(())
@@ -175,7 +175,7 @@ pub fn record_accesses(
         }
         return Ok(());
     }
-    let tx = conn.unchecked_transaction()?;
+    let tx = crate::db::begin_write(conn)?;
     for id in ids {
         access_in(&tx, kind, id, at, rule)?;
     }
@@ -304,7 +304,7 @@ pub fn recompute(conn: &Connection, now: OffsetDateTime, rule: &dyn Rule) -> Res
     let mut after: i64 = 0;
     let mut done: u64 = 0;
     loop {
-        let tx = conn.unchecked_transaction()?;
+        let tx = crate::db::begin_write(conn)?;
         let batch: Vec<(i64, i64, String)> = tx
             .prepare_cached(
                 "SELECT rowid, accesses, last_access FROM heat WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",

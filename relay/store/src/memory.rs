@@ -106,7 +106,7 @@ pub fn insert(conn: &Connection, v: &NewVersion, now: OffsetDateTime) -> Result<
     let origin = relay_id(conn)?;
     let created_at = fmt_time(now);
     let id = version_id(&v.tier, &created_at, &origin, &v.body);
-    let tx = conn.unchecked_transaction()?;
+    let tx = crate::db::begin_write(conn)?;
     let seq: i64 = tx
         .query_row(
             "SELECT last_seq FROM origin_seqs WHERE origin = ?1",
