@@ -30,22 +30,22 @@ fn corpus(name: &str) -> (tempfile::TempDir, Connection) {
     (dir, conn)
 }
 
+/// Applies `items` to `to` as a pushed page; none may be rejected.
+fn apply(to: &mut Connection, items: &[Value]) {
+    let source = Source {
+        peer_id: "peer",
+        pull_cursor: None,
+    };
+    let r = apply_page(to, items, source, NOW).unwrap();
+    assert!(r.rejected.is_empty(), "{r:?}");
+}
+
 /// Every page of `from` after its cursor `after`, applied to `to`; returns the new cursor.
 fn sync(from: &Connection, to: &mut Connection, after: i64) -> i64 {
     let mut after = after;
     loop {
         let p = page(from, after, 50).unwrap();
-        let r = apply_page(
-            to,
-            &p.items,
-            Source {
-                peer_id: "peer",
-                pull_cursor: None,
-            },
-            NOW,
-        )
-        .unwrap();
-        assert!(r.rejected.is_empty(), "{r:?}");
+        apply(to, &p.items);
         after = p.next;
         if !p.more {
             return after;
@@ -280,17 +280,7 @@ fn events_merges_and_approved_names_reach_the_other_relays_graph_and_forgetting_
     let (first, rest): (Vec<Value>, Vec<Value>) =
         all.into_iter().partition(|i| i["kind"] == "proposal");
     for items in [first, rest] {
-        let r = apply_page(
-            &mut c,
-            &items,
-            Source {
-                peer_id: "peer",
-                pull_cursor: None,
-            },
-            NOW,
-        )
-        .unwrap();
-        assert!(r.rejected.is_empty(), "{r:?}");
+        apply(&mut c, &items);
         personkit_graph::run::build(&c, NOW, 500, 10).unwrap();
         assert_eq!(count(&c, "SELECT count(*) FROM graph_settle"), 0);
     }
